@@ -1,0 +1,44 @@
+# Set-up and entry points. `make demo` and `make test` install what they need on a fresh machine.
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+CACHE := .cache
+JARS_STAMP := $(CACHE)/jars/.complete
+DEPS_STAMP := $(VENV)/.installed
+DEMO_DIR ?= demo-crawl
+CYCLES ?= 3
+export CRAWLER_JARS_DIR := $(CURDIR)/$(CACHE)/jars
+export PYSPARK_PYTHON := $(CURDIR)/$(PY)
+export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
+
+.PHONY: setup demo test test-unit test-spark test-e2e clean check-java dist
+
+setup: check-java $(DEPS_STAMP) $(JARS_STAMP)
+
+check-java:
+	@command -v java >/dev/null 2>&1 || { echo "error: Java 17+ is required by Spark: install a JDK/JRE 17 (e.g. apt-get install openjdk-17-jre-headless) and put 'java' on PATH" >&2; exit 1; }
+
+$(DEPS_STAMP): setup.cfg pyproject.toml
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e '.[dev]'
+	@touch $@
+
+$(JARS_STAMP): $(DEPS_STAMP)
+	$(PY) -m crawler_lib.spark.jars --dest $(CACHE)/jars --ivy $(CACHE)/ivy
+	@touch $@
+
+demo: setup
+	$(PY) -m crawler_lib.testweb.demo --crawl-dir $(DEMO_DIR) --cycles $(CYCLES)
+
+test: setup
+	$(PY) -m pytest -q
+
+test-unit: setup
+	$(PY) -m pytest -q -m "not spark and not e2e"
+
+dist: setup
+	$(PY) -m pip wheel --no-deps -w dist .
+
+clean:
+	rm -rf $(DEMO_DIR) dist build *.egg-info .pytest_cache spark-warehouse

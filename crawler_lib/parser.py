@@ -1,0 +1,173 @@
+"""HTML parsing (selectolax/lexbor): outlinks, title, meta robots, text, content digest.
+
+Input is untrusted: any bytes, any declared charset, any nesting. Parsing never raises on content;
+decompression is bounded so a gzip bomb cannot exhaust memory.
+"""
+from __future__ import annotations
+
+import codecs
+import hashlib
+import re
+import zlib
+from dataclasses import dataclass, field
+from typing import Optional
+
+from selectolax.lexbor import LexborHTMLParser
+
+from crawler_lib.urls import UrlRejected, resolve
+from crawler_lib.warc import read_response
+
+HTML_TYPES = ("text/html", "application/xhtml+xml")
+_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
+
+
+class BodyTooLarge(ValueError):
+    """Decoded body exceeds the configured limit (a decompression bomb or a huge page)."""
+
+
+@dataclass
+class Outlink:
+    url: str
+    anchor: str
+    nofollow: bool
+
+
+@dataclass
+class ParseResult:
+    title: str = ""
+    outlinks: list[Outlink] = field(default_factory=list)
+    noindex: bool = False
+    nofollow: bool = False
+    text: str = ""
+    links_dropped: int = 0  # over the per-page cap or rejected by normalization
+
+
+def content_digest(payload: bytes) -> str:
+    return "sha256:" + hashlib.sha256(payload).hexdigest()
+
+
+def decode_content(body: bytes, content_encoding: Optional[str], max_bytes: int) -> bytes:
+    """Undo gzip/deflate content-coding without ever holding more than `max_bytes` of output."""
+    coding = (content_encoding or "").strip().lower()
+    if coding in ("", "identity"):
+        return body[:max_bytes]
+    if coding in ("gzip", "x-gzip", "deflate"):
+        wbits = zlib.MAX_WBITS | 32 if coding != "deflate" else zlib.MAX_WBITS
+        try:
+            return _bounded_inflate(body, wbits, max_bytes)
+        except zlib.error:
+            if coding == "deflate":  # servers that send raw deflate without the zlib header
+                return _bounded_inflate(body, -zlib.MAX_WBITS, max_bytes)
+            raise
+    raise ValueError(f"unsupported content-encoding {coding}")
+
+
+def _bounded_inflate(body: bytes, wbits: int, max_bytes: int) -> bytes:
+    inflater = zlib.decompressobj(wbits)
+    out = inflater.decompress(body, max_bytes + 1)
+    if len(out) > max_bytes:
+        raise BodyTooLarge(f"decoded body exceeds {max_bytes} bytes")
+    return out
+
+
+def media_type(content_type: Optional[str]) -> str:
+    return (content_type or "").split(";", 1)[0].strip().lower()
+
+
+def is_html(content_type: Optional[str]) -> bool:
+    return media_type(content_type) in HTML_TYPES
+
+
+def _charset(content_type: Optional[str], body: bytes) -> str:
+    for part in (content_type or "").split(";")[1:]:
+        key, _, value = part.partition("=")
+        if key.strip().lower() == "charset":
+            candidate = value.strip().strip("\"'")
+            break
+    else:
+        match = _CHARSET.search(body[:4096])
+        candidate = match.group(1).decode("ascii") if match else "utf-8"
+    try:
+        return codecs.lookup(candidate).name
+    except LookupError:
+        return "utf-8"
+
+
+def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
+               max_outlinks: int = 2000, max_url_length: int = 2048) -> ParseResult:
+    """Parse a decoded HTML payload; links are resolved against <base href> and normalized."""
+    text = body.decode(_charset(content_type, body), errors="replace")
+    tree = LexborHTMLParser(text)
+    result = ParseResult()
+    title = tree.css_first("title")
+    if title is not None:
+        result.title = title.text(strip=True)[:1000]
+    for meta in tree.css("meta[name]"):
+        if (meta.attributes.get("name") or "").strip().lower() == "robots":
+            directives = {d.strip() for d in (meta.attributes.get("content") or "").lower().split(",")}
+            result.noindex |= bool(directives & {"noindex", "none"})
+            result.nofollow |= bool(directives & {"nofollow", "none"})
+    base = tree.css_first("base[href]")
+    if base is not None:
+        try:
+            base_url = resolve(base_url, base.attributes.get("href") or "", max_url_length)
+        except UrlRejected:
+            pass
+    seen: set[str] = set()
+    for node in tree.css("a[href], area[href]"):
+        href = node.attributes.get("href") or ""
+        try:
+            url = resolve(base_url, href, max_url_length)
+        except UrlRejected:
+            result.links_dropped += 1
+            continue
+        if url in seen:
+            continue
+        if len(result.outlinks) >= max_outlinks:
+            result.links_dropped += 1
+            continue
+        seen.add(url)
+        rel = (node.attributes.get("rel") or "").lower().split()
+        anchor = node.text(strip=True)[:200] if node.tag == "a" else (node.attributes.get("alt") or "")[:200]
+        result.outlinks.append(Outlink(url, anchor, "nofollow" in rel))
+    body_node = tree.body
+    result.text = body_node.text(separator=" ", strip=True) if body_node is not None else ""
+    return result
+
+
+def parse_fetch_result(fetch: dict, cfg) -> dict:
+    """Parse row for one fetch result: read its WARC record, decode, digest, parse if HTML.
+
+    Never raises for the page's sake: a broken page is a parse_status with a reason.
+    """
+    row = {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
+           "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
+           "content_digest": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
+    try:
+        stored = read_response(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
+    except (OSError, ValueError) as exc:
+        row.update(parse_status="failed", reason=f"warc_unreadable: {type(exc).__name__}")
+        return row
+    try:
+        payload = decode_content(stored.body, stored.header("Content-Encoding"), cfg["parser.max_decoded_bytes"])
+    except BodyTooLarge:
+        row.update(parse_status="failed", reason="decoded_body_too_large")
+        return row
+    except (ValueError, zlib.error) as exc:
+        row.update(parse_status="failed", reason=f"undecodable_body: {exc}"[:200])
+        return row
+    row["content_digest"] = content_digest(payload)
+    content_type = stored.header("Content-Type")
+    if not is_html(content_type):
+        row.update(parse_status="not_html", reason=media_type(content_type) or "no_content_type")
+        return row
+    try:
+        parsed = parse_html(payload, fetch["url"], content_type, cfg["parser.max_outlinks_per_page"],
+                            cfg["limits.max_url_length"])
+    except Exception as exc:  # selectolax on hostile input: record it, never fail the task
+        row.update(parse_status="failed", reason=f"parser_error: {type(exc).__name__}")
+        return row
+    outlinks = [{"url": link.url, "anchor": link.anchor, "nofollow": link.nofollow} for link in parsed.outlinks]
+    row.update(title=parsed.title, noindex=parsed.noindex, nofollow=parsed.nofollow, outlinks=outlinks,
+               links_dropped=parsed.links_dropped)
+    return row

@@ -1,0 +1,97 @@
+"""Per-host politeness state: the one owner that grants a host's request slots.
+
+Pure state machine over wall-clock seconds (the caller passes `now`), so the fetcher drives it with
+real time and tests drive it with a virtual clock. Rules: request starts to one host are at least
+`delay_s` apart (max of Crawl-delay and the configured default: a smaller Crawl-delay never shortens
+the default); at most `max_concurrency` in flight; 429/503 honour Retry-After (seconds or HTTP date)
+else exponential backoff with jitter; repeated failures back the host off; every wait is capped.
+"""
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from email.utils import parsedate_to_datetime
+from typing import Optional
+
+BACKOFF_STATUSES = frozenset({429, 503})
+
+
+def parse_retry_after(value: Optional[str], now: float) -> Optional[float]:
+    """Seconds to wait from a Retry-After header (delta-seconds or HTTP-date), None if unusable."""
+    if not value:
+        return None
+    value = value.strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when is None:
+        return None
+    return max(0.0, when.timestamp() - now)
+
+
+@dataclass
+class HostPoliteness:
+    delay_s: float
+    max_concurrency: int = 1
+    backoff_base_s: float = 10.0
+    backoff_max_s: float = 3600.0
+    next_allowed_at: float = 0.0
+    backoff_until: float = 0.0
+    consecutive_failures: int = 0
+    in_flight: int = 0
+    rng: random.Random = field(default_factory=random.Random, repr=False)
+
+    @classmethod
+    def from_config(cls, cfg, crawl_delay_s: Optional[float] = None, next_allowed_at: float = 0.0,
+                    backoff_until: float = 0.0, consecutive_failures: int = 0) -> "HostPoliteness":
+        delay = max(cfg["politeness.default_delay_s"], crawl_delay_s or 0.0)
+        return cls(delay_s=delay, max_concurrency=cfg["politeness.max_concurrency_per_host"],
+                   backoff_base_s=cfg["politeness.backoff_base_s"],
+                   backoff_max_s=cfg["politeness.backoff_max_s"],
+                   next_allowed_at=next_allowed_at or 0.0, backoff_until=backoff_until or 0.0,
+                   consecutive_failures=consecutive_failures or 0)
+
+    def ready_at(self) -> float:
+        """Earliest time the next request may start (ignoring the in-flight cap)."""
+        return max(self.next_allowed_at, self.backoff_until)
+
+    def wait_s(self, now: float) -> Optional[float]:
+        """Seconds until a slot may be taken; None while the concurrency cap is reached."""
+        if self.in_flight >= self.max_concurrency:
+            return None
+        return max(0.0, self.ready_at() - now)
+
+    def start(self, now: float) -> None:
+        """Take a slot; the caller has checked `wait_s(now) == 0`."""
+        if self.in_flight >= self.max_concurrency or now < self.ready_at():
+            raise RuntimeError("politeness violation: slot taken before it was granted")
+        self.in_flight += 1
+        self.next_allowed_at = now + self.delay_s
+
+    def finish(self, now: float, http_status: Optional[int], retry_after: Optional[str] = None,
+               failed: bool = False) -> None:
+        """Release a slot and learn from the outcome (status None with failed=True: network error)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        if http_status in BACKOFF_STATUSES:
+            self.consecutive_failures += 1
+            wait = parse_retry_after(retry_after, now)
+            if wait is None:
+                wait = self._exponential()
+            self.backoff_until = max(self.backoff_until, now + min(wait, self.backoff_max_s))
+        elif failed or (http_status is not None and http_status >= 500):
+            self.consecutive_failures += 1
+            if self.consecutive_failures >= 2:
+                self.backoff_until = max(self.backoff_until, now + self._exponential())
+        else:
+            self.consecutive_failures = 0
+
+    def pause(self, now: float, seconds: float) -> None:
+        self.backoff_until = max(self.backoff_until, now + min(seconds, self.backoff_max_s))
+
+    def _exponential(self) -> float:
+        exponent = max(0, self.consecutive_failures - 1)
+        base = min(self.backoff_max_s, self.backoff_base_s * (2 ** min(exponent, 30)))
+        return min(self.backoff_max_s, base * (0.5 + self.rng.random()))

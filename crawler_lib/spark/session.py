@@ -1,0 +1,102 @@
+"""One Spark session factory for laptop, tests and cluster.
+
+Embedded default: `local[*]`, Delta jars from the local cache (`make setup`), Delta's SQL extension
+and catalog. Anything the launcher already set wins: under `spark-submit --master yarn ...`, on
+Databricks, or with a session already running, this only adds the settings nobody gave.
+Speculation is always off: a speculative copy of a fetch task would be a second owner of its hosts.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from pathlib import Path
+from typing import Mapping, Optional
+
+from pyspark import SparkConf, SparkContext
+from pyspark.sql import SparkSession
+
+from crawler_lib.spark.jars import delta_coordinates
+
+log = logging.getLogger("crawler.spark")
+
+DELTA_SETTINGS = {
+    "spark.sql.extensions": "io.delta.sql.DeltaSparkSessionExtension",
+    "spark.sql.catalog.spark_catalog": "org.apache.spark.sql.delta.catalog.DeltaCatalog",
+}
+BASE_SETTINGS = {
+    "spark.sql.session.timeZone": "UTC",
+    "spark.ui.showConsoleProgress": "false",
+    "spark.sql.adaptive.enabled": "true",
+    # Python workers: fetch tasks hold sockets, not rows; keep them alive between tasks.
+    "spark.python.worker.reuse": "true",
+    "spark.databricks.delta.schema.autoMerge.enabled": "false",
+}
+
+# Embedded default (local master): a laptop-sized session that never leaves loopback.
+LOCAL_SETTINGS = {
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.sql.shuffle.partitions": str(max(4, 2 * (os.cpu_count() or 2))),
+    "spark.databricks.delta.snapshotPartitions": "2",
+    # Python workers run the driver's interpreter (the virtualenv with the crawler installed).
+    "spark.pyspark.python": sys.executable,
+}
+
+
+def delta_jars() -> list[str]:
+    """Jars from CRAWLER_JARS_DIR, else the checkout's .cache/jars (editable install)."""
+    candidates = []
+    if os.environ.get("CRAWLER_JARS_DIR"):
+        candidates.append(Path(os.environ["CRAWLER_JARS_DIR"]))
+    candidates.append(Path(__file__).resolve().parents[2] / ".cache" / "jars")
+    for directory in candidates:
+        jars = sorted(str(p) for p in directory.glob("*.jar"))
+        if any("delta-spark" in j for j in jars):
+            return jars
+    return []
+
+
+def _launcher_conf() -> Optional[SparkConf]:
+    """Settings given by spark-submit (or an existing context), or None when we launch Spark."""
+    if SparkContext._active_spark_context is not None:
+        return SparkContext._active_spark_context.getConf()
+    if "PYSPARK_GATEWAY_PORT" in os.environ:  # started by spark-submit: the JVM is already there
+        SparkContext._ensure_initialized()
+        return SparkConf()
+    return None
+
+
+def get_spark(app_name: str, cfg: Optional[Mapping] = None,
+              overrides: Optional[Mapping[str, str]] = None) -> SparkSession:
+    """The session for a job; `overrides` (tests) win over config, the launcher wins over both."""
+    settings: dict[str, str] = dict(BASE_SETTINGS)
+    settings.update(DELTA_SETTINGS)
+    settings["spark.master"] = os.environ.get("MASTER") or (cfg["spark.master"] if cfg else "local[*]")
+    jars = delta_jars()
+    if jars:
+        settings["spark.jars"] = ",".join(jars)
+    else:
+        log.warning("Delta jars not cached (run `make setup`); resolving %s from Maven", delta_coordinates())
+        settings["spark.jars.packages"] = delta_coordinates()
+    if settings["spark.master"].startswith("local"):
+        settings.update(LOCAL_SETTINGS)
+        # PySpark takes the RDD workers' interpreter from the environment, not from the conf.
+        os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    if cfg:
+        settings.update({k: str(v) for k, v in cfg["spark.conf"].items()})
+    settings.update(overrides or {})
+
+    launcher = _launcher_conf()
+    builder = SparkSession.builder.appName(app_name)
+    for key, value in settings.items():
+        if launcher is not None and launcher.contains(key):
+            continue
+        if launcher is not None and key in ("spark.jars", "spark.jars.packages"):
+            continue  # on a cluster the launcher ships Delta (--packages/--jars or the platform)
+        builder = builder.config(key, value)
+    builder = builder.config("spark.speculation", "false")
+    spark = builder.getOrCreate()
+    if spark.conf.get("spark.speculation", "false").lower() == "true":
+        raise RuntimeError("spark.speculation must be false: a speculative fetch task breaks politeness")
+    return spark

@@ -1,0 +1,172 @@
+"""The local multi-host test web: deterministic sites on loopback, with their own request log.
+
+Each site is its own host (its own port on a loopback address), serves robots.txt, a finite set of
+pages linking within and across sites, a disallowed area, a 404, a redirect and ETag/304 support.
+The server logs every request's start, end and the in-flight count of its host at start, so tests
+can check politeness from the server's side. It runs in a background thread and shuts itself down
+after `lifetime_s`, so no test or demo can leave it running.
+"""
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+from aiohttp import web
+
+WORDS = ("crawl", "spark", "delta", "lake", "segment", "fetch", "parse", "robots", "polite", "host",
+         "index", "search", "page", "link", "graph", "warc", "record", "digest", "schedule", "lease")
+
+
+@dataclass
+class Site:
+    index: int
+    port: int = 0
+    robots: str = ""
+    in_flight: int = 0
+
+
+@dataclass
+class TestWeb:
+    """A bounded local web: `hosts` sites with `pages_per_host` pages each."""
+
+    __test__ = False  # not a pytest test class
+
+    hosts: int = 3
+    pages_per_host: int = 8
+    address: str = "127.0.0.1"
+    lifetime_s: float = 900.0
+    response_delay_s: float = 0.0
+    log_path: Optional[str] = None
+    sites: list[Site] = field(default_factory=list)
+    log: list[dict] = field(default_factory=list)
+
+    # ------------------------------------------------------------------ content
+    def host_key(self, index: int) -> str:
+        return f"http://{self.address}:{self.sites[index].port}"
+
+    @property
+    def host_keys(self) -> list[str]:
+        return [self.host_key(i) for i in range(self.hosts)]
+
+    def seeds(self) -> list[str]:
+        return [self.host_key(0) + "/"]
+
+    def robots_for(self, index: int) -> str:
+        return ("User-agent: *\nDisallow: /private/\n"
+                f"Sitemap: {self.host_key(index)}/sitemap.xml\n")
+
+    def reachable_urls(self) -> set[str]:
+        """Every URL a correct crawler discovers from the seeds (normalized form)."""
+        urls = set()
+        for h in range(self.hosts):
+            base = self.host_key(h)
+            urls.add(base + "/")
+            urls.update(f"{base}/page/{n}" for n in range(self.pages_per_host))
+            urls.update({base + "/private/secret", base + "/missing", base + "/old"})
+        return urls
+
+    def page_html(self, h: int, n: Optional[int]) -> str:
+        p = self.pages_per_host
+        own = self.host_key(h)
+        targets = [0, 1] if n is None else [(n + 1) % p, (2 * n + 1) % p]
+        links = [f'<a href="/page/{t}">page {t}</a>' for t in targets]
+        other = self.host_key((h + 1) % self.hosts)
+        links.append(f'<a href="{other}/page/{(n or 0) % p}">elsewhere</a>')
+        if n is None:
+            links += ['<a href="/private/secret">secret</a>', '<a href="/missing">gone</a>',
+                      '<a href="/old">moved</a>', f'<a href="{own}/page/0#frag">same page</a>']
+        seed = (n if n is not None else -1) + 31 * h
+        words = " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(120))
+        title = f"Host {h} {'home' if n is None else f'page {n}'}"
+        return (f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
+                f"<p>{words}</p><nav>{' '.join(links)}</nav></body></html>")
+
+    # ------------------------------------------------------------------ serving
+    async def _handle(self, request: web.Request) -> web.StreamResponse:
+        port = request.transport.get_extra_info("sockname")[1] if request.transport else 0
+        site = next(s for s in self.sites if s.port == port)
+        entry = {"host_key": self.host_key(site.index), "path": request.path_qs, "start": time.time(),
+                 "in_flight": site.in_flight + 1, "user_agent": request.headers.get("User-Agent", "")}
+        site.in_flight += 1
+        try:
+            if self.response_delay_s:
+                await asyncio.sleep(self.response_delay_s)
+            response = self._respond(site, request)
+            entry["status"] = response.status
+            return response
+        finally:
+            site.in_flight -= 1
+            entry["end"] = time.time()
+            self.log.append(entry)
+            if self.log_path:
+                with open(self.log_path, "a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(entry) + "\n")
+
+    def _respond(self, site: Site, request: web.Request) -> web.Response:
+        path = request.path
+        if path == "/robots.txt":
+            return web.Response(text=self.robots_for(site.index), content_type="text/plain")
+        if path == "/old":
+            return web.Response(status=301, headers={"Location": "/page/1"})
+        if path == "/":
+            number = None
+        elif path.startswith("/page/") and path[6:].isdigit() and int(path[6:]) < self.pages_per_host:
+            number = int(path[6:])
+        elif path.startswith("/error/"):  # not linked: tests seed it to exercise failure handling
+            return web.Response(status=500, text="server error")
+        elif path == "/busy":
+            return web.Response(status=429, headers={"Retry-After": "2"}, text="slow down")
+        elif path == "/private/secret":
+            return web.Response(text="<html><title>secret</title>robots should keep you out</html>",
+                                content_type="text/html")
+        else:
+            return web.Response(status=404, text="not found")
+        body = self.page_html(site.index, number).encode()
+        etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
+        if request.headers.get("If-None-Match") == etag:
+            return web.Response(status=304, headers={"ETag": etag})
+        return web.Response(body=body, content_type="text/html", charset="utf-8", headers={"ETag": etag})
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> "TestWeb":
+        ready = threading.Event()
+        self._thread = threading.Thread(target=self._serve, args=(ready,), daemon=True, name="testweb")
+        self._thread.start()
+        if not ready.wait(30):
+            raise RuntimeError("test web did not start")
+        return self
+
+    def _serve(self, ready: threading.Event) -> None:
+        loop = asyncio.new_event_loop()
+        self._loop = loop
+        app = web.Application()
+        app.router.add_route("GET", "/{tail:.*}", self._handle)
+        runner = web.AppRunner(app, access_log=None)
+        loop.run_until_complete(runner.setup())
+        for index in range(self.hosts):
+            site = web.TCPSite(runner, self.address, 0)
+            loop.run_until_complete(site.start())
+            port = site._server.sockets[0].getsockname()[1]
+            self.sites.append(Site(index=index, port=port))
+        self._stopped = asyncio.Event()
+        loop.call_later(self.lifetime_s, self._stopped.set)
+        ready.set()
+        loop.run_until_complete(self._stopped.wait())
+        loop.run_until_complete(runner.cleanup())
+        loop.close()
+
+    def stop(self) -> None:
+        if getattr(self, "_loop", None) and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._stopped.set)
+            self._thread.join(10)
+
+    def __enter__(self) -> "TestWeb":
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()

@@ -1,0 +1,181 @@
+"""URL normalization and filters: the one entry point every URL passes (inject, parse, updatedb).
+
+Normalization only makes changes that keep the URL's meaning (RFC 3986 section 6.2.2): scheme and
+host lowercased, IDNA host to punycode, default port dropped, fragment removed, dot-segments
+resolved, empty path -> "/", percent-escapes with uppercase hex and unreserved characters decoded.
+The query is kept as it is (order, duplicates and empty values matter to some servers).
+"""
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Optional
+from urllib.parse import urljoin, urlsplit
+
+import idna
+
+DEFAULT_PORTS = {"http": 80, "https": 443}
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+# Characters allowed unescaped in a path or query besides unreserved ones and '%'.
+_PATH_SAFE = frozenset("!$&'()*+,;=:@/")
+_QUERY_SAFE = _PATH_SAFE | frozenset("?")
+_PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+_HOST_LABEL = re.compile(r"^[a-z0-9_]([a-z0-9_-]{0,61}[a-z0-9_])?$")
+
+
+class UrlRejected(ValueError):
+    """The URL cannot be crawled; `reason` is a short machine-readable code."""
+
+    def __init__(self, reason: str, url: str = ""):
+        super().__init__(f"{reason}: {url}")
+        self.reason = reason
+        self.url = url
+
+
+def _normalize_escapes(text: str, safe: frozenset[str]) -> str:
+    """Uppercase percent-escapes, decode unreserved ones, escape everything not allowed raw."""
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch == "%" and _PCT.match(text, i):
+            byte = int(text[i + 1:i + 3], 16)
+            decoded = chr(byte)
+            out.append(decoded if decoded in _UNRESERVED else "%" + text[i + 1:i + 3].upper())
+            i += 3
+            continue
+        if ch in _UNRESERVED or ch in safe:
+            out.append(ch)
+        else:
+            out.extend(f"%{b:02X}" for b in ch.encode("utf-8", "surrogatepass"))
+        i += 1
+    return "".join(out)
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 section 5.2.4."""
+    output: list[str] = []
+    segments = path.split("/")
+    for index, segment in enumerate(segments):
+        last = index == len(segments) - 1
+        if segment == ".":
+            if last:
+                output.append("")
+        elif segment == "..":
+            if len(output) > 1:
+                output.pop()
+            if last:
+                output.append("")
+        else:
+            output.append(segment)
+    result = "/".join(output)
+    if not result.startswith("/"):
+        result = "/" + result
+    return result
+
+
+def _normalize_host(host: str, url: str) -> str:
+    if not host:
+        raise UrlRejected("missing_host", url)
+    if host.startswith("["):
+        try:
+            address = ipaddress.IPv6Address(host[1:-1] if host.endswith("]") else "")
+        except ValueError:
+            raise UrlRejected("invalid_host", url) from None
+        return f"[{address.compressed}]"
+    host = host.rstrip(".").lower() if host != "." else ""
+    try:
+        return str(ipaddress.IPv4Address(host))
+    except ValueError:
+        pass
+    if any(ord(c) > 127 for c in host):
+        try:
+            host = idna.encode(host, uts46=True).decode("ascii")
+        except idna.IDNAError:
+            raise UrlRejected("invalid_host", url) from None
+    labels = host.split(".")
+    if not host or len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
+        raise UrlRejected("invalid_host", url)
+    return host
+
+
+def normalize(url: str, max_length: int = 2048) -> str:
+    """Return the canonical form of `url` or raise UrlRejected(reason)."""
+    raw = url.strip() if isinstance(url, str) else ""
+    if not raw:
+        raise UrlRejected("empty", str(url))
+    if any(c in raw for c in "\t\r\n"):
+        raw = re.sub(r"[\t\r\n]", "", raw)
+    try:
+        parts = urlsplit(raw)
+    except ValueError:
+        raise UrlRejected("invalid_host", raw) from None
+    try:
+        port = parts.port
+    except ValueError:
+        raise UrlRejected("invalid_port", raw) from None
+    scheme = parts.scheme.lower()
+    if scheme not in DEFAULT_PORTS:
+        raise UrlRejected("scheme_not_http" if scheme else "not_absolute", raw)
+    if "@" in parts.netloc:
+        raise UrlRejected("credentials_in_url", raw)
+    host_text = parts.netloc
+    if host_text.startswith("["):
+        host_text = host_text[: host_text.find("]") + 1]
+    else:
+        host_text = host_text.rsplit(":", 1)[0] if ":" in host_text else host_text
+    host = _normalize_host(host_text, raw)
+    if port is not None and port == 0:
+        raise UrlRejected("invalid_port", raw)
+    netloc = host if port in (None, DEFAULT_PORTS[scheme]) else f"{host}:{port}"
+    path = _remove_dot_segments(_normalize_escapes(parts.path, _PATH_SAFE)) if parts.path else "/"
+    result = f"{scheme}://{netloc}{path}"
+    if parts.query or raw.split("#", 1)[0].endswith("?"):
+        result += "?" + _normalize_escapes(parts.query, _QUERY_SAFE)
+    if len(result) > max_length:
+        raise UrlRejected("url_too_long", raw[:200])
+    return result
+
+
+def resolve(base_url: str, href: str, max_length: int = 2048) -> str:
+    """Resolve a link against its page (or <base href>) and normalize it."""
+    href = (href or "").strip()
+    if not href:
+        raise UrlRejected("empty", href)
+    try:
+        joined = urljoin(base_url, href)
+    except ValueError:
+        raise UrlRejected("malformed", href[:200]) from None
+    return normalize(joined, max_length)
+
+
+def host_key(normalized_url: str) -> str:
+    """scheme://host[:port] of a normalized URL: the unit of politeness and ownership."""
+    parts = urlsplit(normalized_url)
+    return f"{parts.scheme}://{parts.netloc}"
+
+
+def host_of(normalized_url: str) -> str:
+    return urlsplit(normalized_url).hostname or ""
+
+
+class UrlFilter:
+    """Crawl-policy bounds applied after normalization; a refused URL is kept as `blocked`."""
+
+    def __init__(self, max_url_length: int, max_query_params: int, max_depth: int):
+        self.max_url_length = max_url_length
+        self.max_query_params = max_query_params
+        self.max_depth = max_depth
+
+    @classmethod
+    def from_config(cls, cfg) -> "UrlFilter":
+        return cls(cfg["limits.max_url_length"], cfg["limits.max_query_params"], cfg["limits.max_depth"])
+
+    def reason_to_block(self, normalized_url: str, depth: int = 0) -> Optional[str]:
+        """None when the URL may be fetched, else the reason it is blocked."""
+        query = urlsplit(normalized_url).query
+        if query and len([p for p in query.split("&") if p]) > self.max_query_params:
+            return "too_many_query_params"
+        if depth > self.max_depth:
+            return "max_depth"
+        return None

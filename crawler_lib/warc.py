@@ -1,0 +1,158 @@
+"""WARC 1.1 output and read-back (warcio), one gzip member per record.
+
+Each fetch task owns its files (no two writers share one). Records hold the bytes as they came off
+the wire (content-encoding kept; chunked transfer-coding removed, since the body is stored de-chunked),
+so parsing can be redone from the WARC files without refetching. The response record's file, offset
+and length (of its gzip member) go into the fetch results, as in a CDX index.
+"""
+from __future__ import annotations
+
+import io
+import os
+import socket
+import zlib
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from typing import Optional
+
+import fsspec
+from warcio.archiveiterator import ArchiveIterator
+from warcio.statusandheaders import StatusAndHeaders
+from warcio.timeutils import datetime_to_iso_date
+from warcio.warcwriter import WARCWriter
+
+from crawler_lib import __version__
+
+GZIP_LEVEL = 6  # warcio uses 9; 6 is ~3x faster for ~2% larger files
+_HOP_BY_HOP = frozenset({"transfer-encoding"})
+
+
+class _GzipMember(io.RawIOBase):
+    """Compresses one record into one gzip member on the underlying file."""
+
+    def __init__(self, out):
+        self._out = out
+        self._compressor = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, zlib.MAX_WBITS + 16)
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._out.write(self._compressor.compress(bytes(data)))
+        return len(data)
+
+    def flush(self) -> None:
+        pass
+
+    def finish(self) -> None:
+        self._out.write(self._compressor.flush())
+
+
+@dataclass(frozen=True)
+class RecordLocation:
+    filename: str
+    offset: int
+    length: int
+
+
+def warc_date(epoch: float) -> str:
+    return datetime_to_iso_date(datetime.fromtimestamp(epoch, tz=timezone.utc).replace(tzinfo=None),
+                                use_micros=True)
+
+
+class WarcFileWriter:
+    """Writes WARC files named `<prefix>-<n>.warc.gz` into `directory`, rotating past `max_bytes`."""
+
+    def __init__(self, directory: str, prefix: str, max_bytes: int, operator_info: dict[str, str]):
+        self.directory = directory.rstrip("/")
+        self.prefix = prefix
+        self.max_bytes = max_bytes
+        self.operator_info = operator_info
+        self._sequence = 0
+        self._file = None
+        self._path = ""
+        self._writer: Optional[WARCWriter] = None
+        self.files: list[str] = []
+
+    def _open(self) -> None:
+        self._path = f"{self.directory}/{self.prefix}-{self._sequence:05d}.warc.gz"
+        self._sequence += 1
+        fs, path = fsspec.core.url_to_fs(self._path)
+        fs.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+        self._file = fs.open(path, "wb")
+        self._writer = WARCWriter(None, gzip=False, warc_version="1.1")
+        self.files.append(self._path)
+        info = {"software": f"sparkcrawler/{__version__} (warcio)", "format": "WARC File Format 1.1",
+                "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
+                "hostname": socket.gethostname(), **self.operator_info}
+        self._write(self._writer.create_warcinfo_record(os.path.basename(self._path), info))
+
+    def _write(self, record) -> RecordLocation:
+        offset = self._file.tell()
+        member = _GzipMember(self._file)
+        self._writer._write_warc_record(member, record)
+        member.finish()
+        return RecordLocation(self._path, offset, self._file.tell() - offset)
+
+    def write_exchange(self, url: str, fetched_at: float, ip_address: str,
+                       request_line: str, request_headers: list[tuple[str, str]],
+                       http_version: str, status: int, reason: str,
+                       response_headers: list[tuple[str, str]], body: bytes,
+                       truncated: bool) -> RecordLocation:
+        """Write a response and its request record; return where the response record is."""
+        if self._file is None or self._file.tell() >= self.max_bytes:
+            self.close()
+            self._open()
+        writer = self._writer
+        date = warc_date(fetched_at)
+        common = {"WARC-Date": date}
+        if ip_address:
+            common["WARC-IP-Address"] = ip_address
+        response_extra = dict(common)
+        if truncated:
+            response_extra["WARC-Truncated"] = "length"
+        headers = [(k, v) for k, v in response_headers if k.lower() not in _HOP_BY_HOP]
+        http_headers = StatusAndHeaders(f"{status} {reason}".strip(), headers, protocol=http_version)
+        response = writer.create_warc_record(url, "response", payload=io.BytesIO(body), length=len(body),
+                                             http_headers=http_headers, warc_headers_dict=response_extra)
+        location = self._write(response)
+        request_extra = dict(common)
+        request_extra["WARC-Concurrent-To"] = response.rec_headers.get_header("WARC-Record-ID")
+        method, _, target = request_line.partition(" ")
+        request_http = StatusAndHeaders(f"{method} {target}", request_headers, protocol="HTTP/1.1",
+                                        is_http_request=True)
+        request = writer.create_warc_record(url, "request", payload=io.BytesIO(b""), length=0,
+                                            http_headers=request_http, warc_headers_dict=request_extra)
+        self._write(request)
+        return location
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+@dataclass
+class StoredResponse:
+    url: str
+    http_status: int
+    headers: list[tuple[str, str]]
+    body: bytes  # as sent on the wire (content-encoding still applied)
+
+    def header(self, name: str) -> Optional[str]:
+        lname = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lname), None)
+
+
+def read_response(filename: str, offset: int, length: int) -> StoredResponse:
+    """Read one response record back by its location."""
+    with fsspec.open(filename, "rb") as handle:
+        handle.seek(offset)
+        data = handle.read(length)
+    for record in ArchiveIterator(io.BytesIO(data)):
+        if record.rec_type != "response":
+            break
+        status = int(record.http_headers.get_statuscode() or 0)
+        return StoredResponse(url=record.rec_headers.get_header("WARC-Target-URI"), http_status=status,
+                              headers=list(record.http_headers.headers), body=record.raw_stream.read())
+    raise ValueError(f"no response record at {filename}:{offset}")

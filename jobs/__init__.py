@@ -1,0 +1,1 @@
+"""Crawl steps as Spark jobs (one module per step) and the `crawler` CLI."""

@@ -1,0 +1,116 @@
+"""One base class for every crawl step: parse arguments, load config, get the session, run, stop.
+
+Each step is a thin subclass in its own module with a typed `run(spark, cfg, ...)` function that
+does the work (tests, notebooks and Airflow call it directly) and a `__main__` guard, so the same
+module runs under `spark-submit jobs/<step>.py`, `python -m jobs.<step>` and `crawler <step>`.
+"""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from datetime import datetime, timezone
+from typing import Optional, Sequence
+
+from crawler_lib.config import Config, ConfigError
+
+log = logging.getLogger("crawler")
+
+
+def utc_now() -> datetime:
+    """Naive UTC 'now' (the timestamp_ntz convention), taken once per job on the driver."""
+    return datetime.now(timezone.utc).replace(tzinfo=None, microsecond=0)
+
+
+def configure_logging(verbose: bool = False) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.INFO, stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for noisy in ("py4j", "pyspark", "asyncio", "fsspec"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--conf", metavar="FILE", help="YAML file overriding conf/default.yaml")
+    parser.add_argument("-D", dest="define", action="append", default=[], metavar="KEY=VALUE",
+                        help="override one config key (highest precedence); repeatable")
+    parser.add_argument("--verbose", action="store_true", help="debug logging and tracebacks")
+
+
+class OneLineErrorParser(argparse.ArgumentParser):
+    def error(self, message):  # one line, exit 2, as the CLI contract asks
+        self.exit(2, f"error: {self.prog}: {message}\n")
+
+
+class CrawlJob:
+    """Subclasses set `name`, `help`, and implement `add_arguments` and `execute`."""
+
+    name = ""
+    help = ""
+    uses_spark = True
+    uses_crawl_dir = True
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Step-specific arguments."""
+
+    @classmethod
+    def preflight(cls, cfg: Config, args: argparse.Namespace) -> None:
+        """Cheap input checks before a Spark session is started; raise CrawlError with one line."""
+        if cls.uses_crawl_dir:
+            from crawler_lib.spark.tables import CrawlDir
+
+            CrawlDir(args.crawl_dir).require()
+
+    @classmethod
+    def execute(cls, spark, cfg: Config, args: argparse.Namespace) -> int:
+        raise NotImplementedError
+
+    @classmethod
+    def parser(cls, prog: Optional[str] = None) -> argparse.ArgumentParser:
+        parser = OneLineErrorParser(prog=prog or f"crawler {cls.name}", description=cls.help)
+        add_common_arguments(parser)
+        if cls.uses_crawl_dir:
+            parser.add_argument("--crawl-dir", required=True, metavar="DIR",
+                                help="crawl directory (local path or s3a://, abfss://, gs://)")
+        cls.add_arguments(parser)
+        return parser
+
+    @classmethod
+    def main(cls, argv: Optional[Sequence[str]] = None) -> int:
+        args = cls.parser().parse_args(argv)
+        configure_logging(args.verbose)
+        from crawler_lib.spark.tables import CrawlError  # noqa: deferred so non-Spark steps stay light
+
+        spark = None
+        try:
+            cfg = Config.load(args.conf, args.define)
+            cls.preflight(cfg, args)
+            if cls.uses_spark:
+                spark = _session(cls.name, cfg)
+            return cls.execute(spark, cfg, args)
+        except (ConfigError, CrawlError, OSError) as exc:
+            if args.verbose:
+                log.exception("failed")
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        except Exception as exc:  # an internal error: one line for the operator, details in --verbose
+            log.debug("failed", exc_info=True)
+            first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            print(f"error: {cls.name} failed: {type(exc).__name__}: {first[:500]}"
+                  + ("" if args.verbose else " (run with --verbose for the traceback)"), file=sys.stderr)
+            return 1
+        finally:
+            if spark is not None and getattr(spark, "_crawler_owned", False):
+                spark.stop()
+
+
+def _session(name: str, cfg: Config):
+    from pyspark import SparkContext
+
+    from crawler_lib.spark.session import get_spark
+
+    owned = SparkContext._active_spark_context is None
+    spark = get_spark(f"crawler-{name}", cfg)
+    spark._crawler_owned = owned
+    spark.sparkContext.setLogLevel("WARN")
+    return spark

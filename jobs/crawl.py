@@ -1,0 +1,67 @@
+"""crawl: inject (optional), then N cycles of generate -> fetch -> parse -> updatedb, one line each."""
+from __future__ import annotations
+
+import sys
+import time
+from typing import Callable, Optional
+
+from crawler_lib.spark.tables import CrawlDir
+from jobs import fetch, generate, inject, parse, updatedb
+from jobs.base import CrawlJob
+
+
+def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = None,
+        top_n: Optional[int] = None, report: Callable[[str], None] = print) -> list[dict]:
+    if seeds:
+        stats = inject.run(spark, cfg, crawl_dir, seeds)
+        report(f"inject: {stats['inserted']} new URLs, {stats['bad_lines']} bad lines skipped")
+    CrawlDir(crawl_dir).require()
+    history = []
+    for cycle in range(1, cycles + 1):
+        started = time.monotonic()
+        generated = generate.run(spark, cfg, crawl_dir, top_n)
+        if generated["segment"] is None:
+            report(f"cycle {cycle}/{cycles}: no URLs due; stopping")
+            break
+        segment = generated["segment"]
+        fetched = fetch.run(spark, cfg, crawl_dir, segment)
+        parsed = parse.run(spark, cfg, crawl_dir, segment)
+        updated = updatedb.run(spark, cfg, crawl_dir, segment)
+        elapsed = time.monotonic() - started
+        cycle_stats = {"cycle": cycle, "segment": segment, "generated": generated["urls"],
+                       "hosts": generated["hosts"], "fetched": fetched["by_outcome"],
+                       "requests": fetched["requests"], "outlinks": parsed["outlinks"],
+                       "new_urls": updated["new_urls"], "elapsed_s": round(elapsed, 1)}
+        history.append(cycle_stats)
+        report(f"cycle {cycle}/{cycles} segment {segment}: generated {generated['urls']} URLs "
+               f"({generated['hosts']} hosts), fetched {fetch.describe_outcomes(fetched['by_outcome'])}, "
+               f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s")
+    return history
+
+
+class Crawl(CrawlJob):
+    name = "crawl"
+    help = __doc__.splitlines()[0]
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("--seeds", action="append", metavar="FILE", help="seed file to inject first")
+        parser.add_argument("--cycles", type=int, required=True, metavar="N")
+        parser.add_argument("--top-n", type=int, metavar="N", help="most URLs per cycle")
+
+    @classmethod
+    def preflight(cls, cfg, args) -> None:
+        if args.seeds:
+            inject.check_seed_files(args.seeds)
+        else:
+            super().preflight(cfg, args)
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        run(spark, cfg, args.crawl_dir, args.cycles, args.seeds, args.top_n,
+            report=lambda line: print(line, flush=True))
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(Crawl.main())

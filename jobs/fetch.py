@@ -1,0 +1,113 @@
+"""fetch: fetch a segment's fetch list into WARC files, one asyncio fetcher per partition.
+
+Partitioning is structural: rows are placed by their `fetch_partition` (a stable hash of the host
+chosen by generate) with an identity partitioner, so a host's URLs are all in one task and that
+task's per-host state is the host's only owner. The job's single Spark action writes
+`segments/<id>/fetch_output` (the commit point); the per-URL results (`fetch`), the host updates
+(`hostupdates`) and the audit log (`<crawl>/fetchlog`) are derived from it. Re-running after the
+commit point only re-derives; it never fetches again. WARC files of a failed attempt stay on disk
+but no committed row points at them.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+from pyspark import TaskContext
+from pyspark.sql import functions as F
+from pyspark.sql.types import StringType, StructField, StructType
+
+from crawler_lib.fetcher import fetch_partition
+from crawler_lib.schema import HOST_RESULT, column_names
+from crawler_lib.spark import schemas
+from crawler_lib.spark.tables import CrawlDir, CrawlError, ensure_table, is_delta, overwrite, read
+from jobs.base import CrawlJob
+
+HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
+
+
+def output_schema() -> StructType:
+    return StructType([StructField("kind", StringType(), False),
+                       StructField("url_result", schemas.fetch_result()),
+                       StructField("host_result", schemas.host_result()),
+                       StructField("request", schemas.request_log())])
+
+
+def _fetch_task(cfg, segment_id: str, warc_dir: str):
+    url_fields = schemas.fetch_result().fieldNames()
+    host_fields = schemas.host_result().fieldNames()
+    log_fields = schemas.request_log().fieldNames()
+
+    def run(partition_id, keyed_rows):
+        context = TaskContext.get()
+        attempt = context.attemptNumber() if context else 0
+        rows = (row.asDict() for _key, row in keyed_rows)
+        for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, warc_dir, attempt):
+            if kind == "url":
+                yield (kind, tuple(out[f] for f in url_fields), None, None)
+            elif kind == "host":
+                yield (kind, None, tuple(out[f] for f in host_fields), None)
+            else:
+                yield (kind, None, None, tuple(out[f] for f in log_fields))
+    return run
+
+
+def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
+    crawl = CrawlDir(crawl_dir).require()
+    segment_id = crawl.resolve_segment(segment_id)
+    output_path = crawl.segment(segment_id, "fetch_output")
+    if not is_delta(spark, crawl.segment(segment_id, "fetchlist")):
+        raise CrawlError(f"segment {segment_id} has no fetch list")
+    refetched = False
+    if not is_delta(spark, output_path):
+        refetched = True
+        fetchlist = read(spark, crawl.segment(segment_id, "fetchlist"))
+        hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF().select("host_key", *HOST_COLUMNS)
+        rows = fetchlist.join(hostdb, "host_key", "left")
+        partitions = max(1, fetchlist.agg(F.max("fetch_partition")).first()[0] + 1) if not fetchlist.isEmpty() else 1
+        output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
+                  .partitionBy(partitions, lambda key: key)
+                  .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc)))
+        overwrite(spark.createDataFrame(output, output_schema()), output_path)
+
+    output = read(spark, output_path)
+    overwrite(output.filter("kind = 'url'").select("url_result.*"), crawl.segment(segment_id, "fetch"))
+    overwrite(output.filter("kind = 'host'").select("host_result.*"), crawl.segment(segment_id, "hostupdates"))
+    requests = output.filter("kind = 'request'").select("request.*")
+    fetchlog = ensure_table(spark, crawl.fetchlog, schemas.request_log())
+    (fetchlog.alias("t").merge(requests.alias("s"), "t.request_id = s.request_id")
+     .whenNotMatchedInsertAll().execute())
+
+    results = read(spark, crawl.segment(segment_id, "fetch"))
+    by_outcome = {(r.outcome, r.http_status): r["count"]
+                  for r in results.groupBy("outcome", "http_status").count().collect()}
+    return {"segment": segment_id, "fetched_now": refetched, "urls": sum(by_outcome.values()),
+            "by_outcome": by_outcome, "requests": requests.count()}
+
+
+def describe_outcomes(by_outcome: dict) -> str:
+    parts = []
+    for (outcome, status), count in sorted(by_outcome.items(), key=lambda kv: (-kv[1], str(kv[0]))):
+        parts.append(f"{status if status is not None else outcome}={count}")
+    return " ".join(parts) or "none"
+
+
+class Fetch(CrawlJob):
+    name = "fetch"
+    help = __doc__.splitlines()[0]
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("--segment", metavar="ID", help="segment id (default: newest)")
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        stats = run(spark, cfg, args.crawl_dir, args.segment)
+        note = "" if stats["fetched_now"] else " (already fetched; results re-derived, nothing refetched)"
+        print(f"fetch {stats['segment']}: {stats['urls']} URLs, {stats['requests']} requests: "
+              f"{describe_outcomes(stats['by_outcome'])}{note}")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(Fetch.main())

@@ -1,0 +1,122 @@
+"""generate: lease due URLs into a new segment's fetch list, one host per fetch partition.
+
+Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
+in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host)
+and in total (generate.top_n). Writes, in order: the fetch list, then the URL leases (CrawlDB MERGE:
+version+1, lease_id = segment id, lease expiry: the commit point), then the host leases (HostDB).
+A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb ignores
+(versions do not match); after it, leases expire and the URLs return to the pool.
+"""
+from __future__ import annotations
+
+import sys
+from datetime import datetime, timedelta
+from typing import Optional
+
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from crawler_lib import status as st
+from crawler_lib.spark import schemas
+from crawler_lib.spark.tables import (CrawlDir, ensure_table, last_operation_metrics, new_segment_id,
+                                      overwrite, read)
+from jobs.base import CrawlJob, utc_now
+
+
+def fetch_partitions(spark, cfg) -> int:
+    return cfg["fetcher.partitions"] or 2 * spark.sparkContext.defaultParallelism
+
+
+def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[datetime] = None) -> dict:
+    """Returns {"segment": id or None, "urls": n, "hosts": n}."""
+    now = now or utc_now()
+    crawl = CrawlDir(crawl_dir).require()
+    top_n = top_n or cfg["generate.top_n"]
+    crawldb = read(spark, crawl.crawldb)
+    hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF()
+    now_lit = F.lit(now).cast("timestamp_ntz")
+
+    unavailable_hosts = hostdb.filter(
+        ((F.col("lease_id").isNotNull()) & (F.col("lease_expires_at") > now_lit))
+        | (F.col("backoff_until") > now_lit)).select("host_key")
+    due = (crawldb
+           .filter((F.col("next_fetch_at") <= now_lit) & (F.col("status") != st.BLOCKED))
+           .filter(F.col("lease_id").isNull() | (F.col("lease_expires_at") <= now_lit))
+           .join(unavailable_hosts, "host_key", "left_anti"))
+    per_host = Window.partitionBy("host_key").orderBy(
+        F.col("priority").desc(), F.col("depth").asc(), F.col("next_fetch_at").asc(), F.col("url"))
+    selected = (due.withColumn("_host_rank", F.row_number().over(per_host))
+                .filter(F.col("_host_rank") <= cfg["generate.max_per_host"])
+                .orderBy(F.col("priority").desc(), F.col("_host_rank").asc(), F.col("url"))
+                .limit(top_n))
+
+    segment_id = new_segment_id(now)
+    partitions = fetch_partitions(spark, cfg)
+    candidates = selected.select(
+        "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
+        "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
+        "last_modified",
+        F.pmod(F.xxhash64("host_key"), F.lit(partitions)).cast("int").alias("fetch_partition")
+    ).localCheckpoint()  # freeze the selection: every step below must see the same rows
+    if candidates.isEmpty():
+        return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions}
+
+    # 1. Host leases: a host is owned by at most one live segment (conditional MERGE; Delta's
+    #    conflict detection makes one of two concurrent generates fail rather than both win).
+    expires = F.lit(now + timedelta(seconds=cfg["generate.lease_s"])).cast("timestamp_ntz")
+    hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
+    (hostdb_table.alias("t")
+     .merge(candidates.select("host_key").distinct().alias("s"), "t.host_key = s.host_key")
+     .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {_sql_ts(now)}",
+                        set={"lease_id": F.lit(segment_id), "lease_expires_at": expires})
+     .whenNotMatchedInsert(values={"host_key": "s.host_key", "lease_id": F.lit(segment_id),
+                                   "lease_expires_at": expires, "consecutive_failures": F.lit(0)})
+     .execute())
+    owned = hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
+    fetchlist = candidates.join(owned, "host_key", "left_semi")
+
+    # 2. The fetch list, then the URL leases (the commit point of the segment).
+    fetchlist_path = crawl.segment(segment_id, "fetchlist")
+    overwrite(fetchlist.repartition(partitions, "fetch_partition"), fetchlist_path)
+    fetchlist = read(spark, fetchlist_path)
+    crawldb_table = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    (crawldb_table.alias("t")
+     .merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
+     .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
+     .execute())
+    leased = last_operation_metrics(crawldb_table).get("numTargetRowsUpdated", 0)
+    listed = fetchlist.count()
+    if leased != listed:  # another job changed some rows since selection: keep only what we leased
+        mine = crawldb_table.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
+        overwrite(fetchlist.join(mine, ["url", "version"], "left_semi").localCheckpoint()
+                  .repartition(partitions, "fetch_partition"), fetchlist_path)
+    hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
+    return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions}
+
+
+def _sql_ts(value: datetime) -> str:
+    return f"TIMESTAMP_NTZ'{value.isoformat(sep=' ')}'"
+
+
+class Generate(CrawlJob):
+    name = "generate"
+    help = __doc__.splitlines()[0]
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("--top-n", type=int, metavar="N", help="most URLs in the segment "
+                            "(default: generate.top_n)")
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        stats = run(spark, cfg, args.crawl_dir, args.top_n)
+        if stats["segment"] is None:
+            print("generate: no URLs due; no segment generated", file=sys.stderr)
+            return 0
+        print(f"generate: {stats['urls']} URLs of {stats['hosts']} hosts leased", file=sys.stderr)
+        print(stats["segment"])
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(Generate.main())

@@ -1,0 +1,101 @@
+"""inject: add seed URLs to the CrawlDB (new URLs only; a known URL only gains a higher priority)."""
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+
+import fsspec
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from crawler_lib import status as st
+from crawler_lib.crawldb import new_url_row
+from crawler_lib.seeds import BadSeedLine, parse_seed_line
+from crawler_lib.spark import schemas
+from crawler_lib.spark.tables import CrawlDir, CrawlError, ensure_table, last_operation_metrics
+from crawler_lib.urls import UrlFilter
+from jobs.base import CrawlJob, utc_now
+
+MAX_REPORTED_BAD_LINES = 50
+
+
+def _parse_lines(path: str, cfg, now: datetime):
+    url_filter = UrlFilter.from_config(cfg)
+    max_length = cfg["limits.max_url_length"]
+
+    def parse(indexed_lines):
+        for line, index in indexed_lines:
+            try:
+                parsed = parse_seed_line(line, max_length)
+            except BadSeedLine as bad:
+                yield ("bad", f"{path}:{index + 1}: {bad}: {line.strip()[:200]}", None)
+                continue
+            if parsed:
+                url, priority = parsed
+                yield ("ok", None, new_url_row(url, now, st.SEED, priority,
+                                               blocked_reason=url_filter.reason_to_block(url, 0)))
+    return parse
+
+
+def check_seed_files(seed_files: list[str]) -> None:
+    for path in seed_files:
+        fs, local = fsspec.core.url_to_fs(path)
+        if not fs.isfile(local):
+            raise CrawlError(f"cannot read seed file {path}: no such file")
+        try:
+            with fs.open(local, "rb") as handle:
+                handle.read(1)
+        except OSError as exc:
+            raise CrawlError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
+
+
+def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None = None) -> dict:
+    now = now or utc_now()
+    check_seed_files(seed_files)
+    crawl = CrawlDir(crawl_dir)
+    parsed = spark.sparkContext.union([
+        spark.sparkContext.textFile(path).zipWithIndex().mapPartitions(_parse_lines(path, cfg, now))
+        for path in seed_files]).cache()
+    bad = parsed.filter(lambda r: r[0] == "bad").map(lambda r: r[1])
+    bad_count = bad.count()
+    for message in bad.take(MAX_REPORTED_BAD_LINES):
+        print(f"warning: skipped seed line {message}", file=sys.stderr)
+    if bad_count > MAX_REPORTED_BAD_LINES:
+        print(f"warning: ... and {bad_count - MAX_REPORTED_BAD_LINES} more bad seed lines", file=sys.stderr)
+    rows = spark.createDataFrame(parsed.filter(lambda r: r[0] == "ok").map(lambda r: r[2]), schemas.url_state())
+    best = Window.partitionBy("url").orderBy(F.col("priority").desc())
+    seeds = rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
+    crawldb = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    (crawldb.alias("t").merge(seeds.alias("s"), "t.url = s.url")
+     .whenMatchedUpdate(condition="s.priority > t.priority", set={"priority": "s.priority"})
+     .whenNotMatchedInsertAll()
+     .execute())
+    metrics = last_operation_metrics(crawldb)
+    parsed.unpersist()
+    return {"inserted": metrics.get("numTargetRowsInserted", 0),
+            "priority_raised": metrics.get("numTargetRowsUpdated", 0), "bad_lines": bad_count}
+
+
+class Inject(CrawlJob):
+    name = "inject"
+    help = __doc__.splitlines()[0]
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("seed_files", nargs="+", metavar="SEEDFILE",
+                            help='one URL per line, optional "<TAB>priority=2.5"')
+
+    @classmethod
+    def preflight(cls, cfg, args) -> None:
+        check_seed_files(args.seed_files)  # the crawl dir is created on first inject
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        stats = run(spark, cfg, args.crawl_dir, args.seed_files)
+        print(f"injected {stats['inserted']} new URLs ({stats['priority_raised']} with raised priority, "
+              f"{stats['bad_lines']} bad lines skipped)")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(Inject.main())

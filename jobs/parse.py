@@ -1,0 +1,65 @@
+"""parse: read a segment's responses back from WARC and extract outlinks, title, digest, meta robots.
+
+Parsing reads the WARC files, not the fetcher's memory, so it can be redone (or run with a newer
+parser) without refetching. Output `segments/<id>/parse` is overwritten whole: re-running is a no-op.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+from pyspark.sql import functions as F
+
+from crawler_lib import status as st
+from crawler_lib.parser import parse_fetch_result
+from crawler_lib.schema import PARSE_RESULT, column_names
+from crawler_lib.spark import schemas
+from crawler_lib.spark.tables import CrawlDir, CrawlError, is_delta, overwrite, read
+from jobs.base import CrawlJob
+
+PARSE_COLUMNS = column_names(PARSE_RESULT)
+
+
+def _parse_task(cfg):
+    def run(rows):
+        for row in sorted(rows, key=lambda r: (r.warc_filename, r.warc_offset)):
+            result = parse_fetch_result(row.asDict(), cfg)
+            yield tuple(result[c] for c in PARSE_COLUMNS)
+    return run
+
+
+def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
+    crawl = CrawlDir(crawl_dir).require()
+    segment_id = crawl.resolve_segment(segment_id)
+    fetch_path = crawl.segment(segment_id, "fetch")
+    if not is_delta(spark, fetch_path):
+        raise CrawlError(f"segment {segment_id} is not fetched yet (run `crawler fetch` first)")
+    responses = (read(spark, fetch_path)
+                 .filter((F.col("outcome") == st.RESPONSE) & F.col("http_status").between(200, 299)
+                         & F.col("warc_filename").isNotNull()))
+    parsed = spark.createDataFrame(responses.rdd.mapPartitions(_parse_task(cfg)), schemas.parse_result())
+    overwrite(parsed, crawl.segment(segment_id, "parse"))
+    result = read(spark, crawl.segment(segment_id, "parse"))
+    counts = {r.parse_status: r["count"] for r in result.groupBy("parse_status").count().collect()}
+    links = result.select(F.coalesce(F.sum(F.size("outlinks")), F.lit(0))).first()[0]
+    return {"segment": segment_id, "by_status": counts, "outlinks": links}
+
+
+class Parse(CrawlJob):
+    name = "parse"
+    help = __doc__.splitlines()[0]
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("--segment", metavar="ID", help="segment id (default: newest)")
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        stats = run(spark, cfg, args.crawl_dir, args.segment)
+        mix = " ".join(f"{k}={v}" for k, v in sorted(stats["by_status"].items())) or "nothing to parse"
+        print(f"parse {stats['segment']}: {mix}, {stats['outlinks']} outlinks")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(Parse.main())

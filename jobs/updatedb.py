@@ -1,0 +1,139 @@
+"""updatedb: apply a segment's fetch and parse results to the CrawlDB and HostDB, add new URLs.
+
+A result is applied only where the CrawlDB row still holds this segment's lease with the same
+version (`(url, version, lease_id)` match); applying clears the lease, so a second run finds nothing
+to apply. New URLs (outlinks and redirect targets) are inserted only when absent (MERGE on the
+normalized URL, the unique key). Host updates apply only if no newer segment already updated the
+host. Each of the three MERGEs is idempotent on its own, so a crash between them is mended by a rerun.
+"""
+from __future__ import annotations
+
+import sys
+from datetime import datetime
+from typing import Optional
+
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from crawler_lib import status as st
+from crawler_lib.crawldb import URL_STATE_COLUMNS, apply_fetch, discovered_url_row
+from crawler_lib.schema import HOST_RESULT, column_names
+from crawler_lib.spark import schemas
+from crawler_lib.urls import UrlFilter
+from crawler_lib.spark.tables import (CrawlDir, CrawlError, ensure_table, is_delta, last_operation_metrics,
+                                      read)
+from jobs.base import CrawlJob, utc_now
+
+HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
+ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "crawl_delay_s",
+                 "sitemaps")
+
+
+def _apply_task(cfg):
+    def run(rows):
+        for row in rows:
+            parse = row.parse.asDict() if row.parse is not None and row.parse.url is not None else None
+            new = apply_fetch(row.state.asDict(), row.result.asDict(), parse, cfg)
+            yield tuple(new[c] for c in URL_STATE_COLUMNS)
+    return run
+
+
+def _discover_task(cfg, now: datetime):
+    url_filter = UrlFilter.from_config(cfg)
+    max_redirects = cfg["http.max_redirects"]
+
+    def run(rows):
+        for row in rows:
+            new = discovered_url_row(row.url, now, row.source, row.depth, row.redirect_hops, url_filter,
+                                     max_redirects)
+            yield tuple(new[c] for c in URL_STATE_COLUMNS)
+    return run
+
+
+def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None) -> dict:
+    now = now or utc_now()
+    crawl = CrawlDir(crawl_dir).require()
+    segment_id = crawl.resolve_segment(segment_id)
+    for part in ("fetch", "parse", "hostupdates"):
+        if not is_delta(spark, crawl.segment(segment_id, part)):
+            raise CrawlError(f"segment {segment_id} has no {part} output (run fetch and parse first)")
+    fetch = read(spark, crawl.segment(segment_id, "fetch"))
+    parse = read(spark, crawl.segment(segment_id, "parse"))
+    crawldb_table = ensure_table(spark, crawl.crawldb, schemas.url_state())
+
+    # 1. Apply results to the rows this segment leased.
+    leased = crawldb_table.toDF().filter(F.col("lease_id") == segment_id)
+    keys = ["url", "version", "lease_id"]
+    joined = (leased.alias("c")
+              .join(fetch.alias("f"), keys)
+              .join(parse.select(*keys, "content_digest").alias("p"), keys, "left")
+              .select(F.struct(*[F.col(f"c.{c}") for c in URL_STATE_COLUMNS]).alias("state"),
+                      F.struct("f.*").alias("result"),
+                      F.struct(F.col("p.url").alias("url"), F.col("p.content_digest").alias("content_digest"))
+                      .alias("parse")))
+    updates = spark.createDataFrame(joined.rdd.mapPartitions(_apply_task(cfg)), schemas.url_state())
+    (crawldb_table.alias("t")
+     .merge(updates.alias("s"), f"t.url = s.url AND t.version = s.version AND t.lease_id = '{segment_id}'")
+     .whenMatchedUpdateAll().execute())
+    applied = last_operation_metrics(crawldb_table).get("numTargetRowsUpdated", 0)
+
+    # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
+    follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
+    links = (parse.filter(~F.col("nofollow"))
+             .select(F.col("depth"), F.explode("outlinks").alias("link"))
+             .filter(F.lit(follow_rel_nofollow) | ~F.col("link.nofollow"))
+             .select(F.col("link.url").alias("url"), F.lit(st.LINK).alias("source"),
+                     (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
+    redirects = (fetch.filter(F.col("redirect_to").isNotNull())
+                 .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
+                         "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
+    first = Window.partitionBy("url").orderBy("depth", "redirect_hops", "source")
+    candidates = (links.unionByName(redirects)
+                  .withColumn("_rank", F.row_number().over(first)).filter("_rank = 1").drop("_rank"))
+    discovered = spark.createDataFrame(candidates.rdd.mapPartitions(_discover_task(cfg, now)),
+                                       schemas.url_state())
+    (crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
+     .whenNotMatchedInsertAll().execute())
+    inserted = last_operation_metrics(crawldb_table).get("numTargetRowsInserted", 0)
+
+    # 3. Hosts: politeness and robots state for the next cycle; release this segment's host leases.
+    hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
+    host_updates = read(spark, crawl.segment(segment_id, "hostupdates"))
+    values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in ROBOTS_FIELDS else F.col(f"s.{c}"))
+              for c in HOST_FIELDS}
+    release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
+    (hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
+     .whenMatchedUpdate(
+         condition=f"t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}'",
+         set={**values, "updated_by_segment": F.lit(segment_id),
+              "lease_id": release.otherwise(F.col("t.lease_id")),
+              "lease_expires_at": release.otherwise(F.col("t.lease_expires_at"))})
+     .whenNotMatchedInsert(values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
+                                   "updated_by_segment": F.lit(segment_id)})
+     .execute())
+    hostdb_table.update(condition=F.col("lease_id") == segment_id,
+                        set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
+
+    statuses = {r.status: r["count"] for r in crawldb_table.toDF().groupBy("status").count().collect()}
+    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "crawldb_by_status": statuses}
+
+
+class UpdateDb(CrawlJob):
+    name = "updatedb"
+    help = __doc__.splitlines()[0]
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("--segment", metavar="ID", help="segment id (default: newest)")
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        stats = run(spark, cfg, args.crawl_dir, args.segment)
+        mix = " ".join(f"{k}={v}" for k, v in sorted(stats["crawldb_by_status"].items()))
+        print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs; "
+              f"crawldb: {mix}")
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(UpdateDb.main())

@@ -1,0 +1,71 @@
+import re
+from pathlib import Path
+
+import pytest
+
+from crawler_lib.config import Config, ConfigError, default_settings
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_defaults_match_design_contract():
+    cfg = Config.load()
+    assert cfg["http.timeout_s"] == 30
+    assert cfg["http.max_body_bytes"] == 2097152
+    assert cfg["http.max_redirects"] == 5
+    assert cfg["politeness.default_delay_s"] == 1.0
+    assert cfg["politeness.max_concurrency_per_host"] == 1
+    assert cfg["politeness.max_crawl_delay_s"] == 60
+    assert cfg["robots.cache_ttl_s"] == 21600
+    assert cfg["security.allow_networks"] == []
+    assert cfg["schedule.min_interval_s"] == 86400 and cfg["schedule.max_interval_s"] == 30 * 86400
+    assert cfg.user_agent.startswith(cfg["http.agent_name"] + "/")
+
+
+def test_site_file_then_defines(tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text("http:\n  timeout_s: 5\npoliteness:\n  default_delay_s: 2\n")
+    cfg = Config.load(str(site), ["http.timeout_s=7", "security.allow_networks=127.0.0.0/8,10.0.0.0/8"])
+    assert cfg["http.timeout_s"] == 7.0
+    assert cfg["politeness.default_delay_s"] == 2.0
+    assert cfg["security.allow_networks"] == ["127.0.0.0/8", "10.0.0.0/8"]
+
+
+def test_spark_conf_is_a_free_map():
+    cfg = Config.load(overrides=["spark.conf.spark.executor.memory=4g"])
+    assert cfg["spark.conf"] == {"spark.executor.memory": "4g"}
+
+
+@pytest.mark.parametrize("override, message", [
+    (["http.timout_s=3"], "unknown config key 'http.timout_s'"),
+    (["http.timeout_s=fast"], "expected float"),
+    (["politeness.max_concurrency_per_host=1.5"], "expected int"),
+    (["politeness.max_concurrency_per_host=0"], "must be >= 1"),
+    (["security.allow_networks=not-a-cidr"], "not a CIDR block"),
+    (["nonsense"], "expected key=value"),
+])
+def test_bad_overrides_are_one_line_errors(override, message):
+    with pytest.raises(ConfigError) as err:
+        Config.load(overrides=override)
+    assert message in str(err.value)
+    assert "\n" not in str(err.value)
+
+
+def test_unknown_key_in_site_file(tmp_path):
+    site = tmp_path / "site.yaml"
+    site.write_text("fetcher:\n  partitons: 3\n")
+    with pytest.raises(ConfigError, match="unknown config key 'fetcher.partitons'"):
+        Config.load(str(site))
+
+
+def test_every_default_key_is_read_by_the_code_and_vice_versa():
+    """conf/default.yaml and the code list the same keys (like nutch-default.xml)."""
+    sources = "\n".join(p.read_text() for d in ("crawler_lib", "jobs") for p in (ROOT / d).rglob("*.py"))
+    used = set(re.findall(r"""(?:cfg|self)\[\s*["']([a-z_]+\.[a-z_.]+)["']\s*\]""", sources))
+    defaults = set(default_settings())
+    assert used - defaults == set(), "code reads keys missing from conf/default.yaml"
+    assert defaults - used == set(), "conf/default.yaml documents keys the code never reads"
+
+
+def test_packaged_defaults_are_conf_default_yaml():
+    assert (ROOT / "crawler_lib" / "default.yaml").read_text() == (ROOT / "conf" / "default.yaml").read_text()

@@ -1,0 +1,133 @@
+"""The fetcher against the local test web, without Spark: the server's own log is the witness."""
+import socket
+import time
+from collections import defaultdict
+from datetime import datetime
+
+from crawler_lib import status as st
+from crawler_lib.fetcher import fetch_partition
+
+
+def rows_for(urls, **extra):
+    from crawler_lib.urls import host_key
+    return [dict(url=u, host_key=host_key(u), version=1, lease_id="seg", priority=1.0, depth=0, **extra)
+            for u in urls]
+
+
+def run(cfg, rows, tmp_path):
+    out = list(fetch_partition(rows, cfg, "seg", 0, str(tmp_path / "warc")))
+    by_kind = defaultdict(list)
+    for kind, row in out:
+        by_kind[kind].append(row)
+    return by_kind
+
+
+def assert_polite(log, delay, max_in_flight=1):
+    starts = defaultdict(list)
+    for entry in log:
+        starts[entry["host_key"]].append(entry["start"])
+        assert entry["in_flight"] <= max_in_flight
+    for host, times in starts.items():
+        times.sort()
+        gaps = [b - a for a, b in zip(times, times[1:])]
+        assert all(g >= delay - 0.01 for g in gaps), (host, gaps)
+
+
+def test_fetches_obey_robots_and_delay(cfg, test_web, tmp_path):
+    urls = [h + p for h in test_web.host_keys for p in ("/", "/page/1", "/page/2", "/private/secret", "/missing")]
+    out = run(cfg, rows_for(urls), tmp_path)
+    results = {r["url"]: r for r in out["url"]}
+    assert set(results) == set(urls)  # one result per input URL, always
+    for h in test_web.host_keys:
+        assert results[h + "/private/secret"]["outcome"] == st.DENIED_BY_ROBOTS
+        assert results[h + "/"]["http_status"] == 200 and results[h + "/"]["warc_filename"]
+        assert results[h + "/missing"]["http_status"] == 404
+    paths = [e["path"] for e in test_web.log]
+    assert "/private/secret" not in paths
+    assert paths.count("/robots.txt") == len(test_web.host_keys)  # once per host
+    assert_polite(test_web.log, cfg["politeness.default_delay_s"])
+    assert len(out["request"]) == len(test_web.log)
+    assert {h["host_key"] for h in out["host"]} == set(test_web.host_keys)
+
+
+def test_cached_robots_are_not_refetched_and_conditional_get(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    first = run(cfg, rows_for([host + "/"]), tmp_path)["url"][0]
+    test_web.log.clear()
+    cached = {"robots_status": "ok", "robots_body": test_web.robots_for(0),
+              "robots_expires_at": first["fetched_at"].replace(year=2100)}
+    again = run(cfg, rows_for([host + "/"], etag=first["etag"], **cached), tmp_path)["url"][0]
+    assert again["http_status"] == 304
+    assert [e["path"] for e in test_web.log] == ["/"]
+
+
+def test_redirect_is_recorded_not_followed(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    result = run(cfg, rows_for([host + "/old"]), tmp_path)["url"][0]
+    assert (result["http_status"], result["redirect_to"]) == (301, host + "/page/1")
+    assert "/page/1" not in [e["path"] for e in test_web.log]
+
+
+def test_ssrf_guard_refuses_addresses_outside_allow_networks(cfg, test_web, tmp_path):
+    """Bait: the test web is on 127.0.0.1 but only 127.0.0.2/32 is allowed; nothing may reach it."""
+    strict = cfg.with_overrides(security__allow_networks=["127.0.0.2/32"])
+    port = test_web.sites[0].port
+    urls = [f"http://127.0.0.1:{port}/", f"http://localhost:{port}/page/1"]
+    out = run(strict, rows_for(urls), tmp_path)
+    assert test_web.log == []
+    assert all(r["outcome"] == st.NOT_ATTEMPTED and r["reason"] == "robots_unreachable" for r in out["url"])
+    assert out["request"] == []  # a refused connection is not a request sent
+
+
+def test_ssrf_guard_on_pages_when_robots_is_cached(cfg, test_web, tmp_path):
+    strict = cfg.with_overrides(security__allow_networks=["127.0.0.2/32"])
+    host = test_web.host_keys[0]
+    cached = {"robots_status": "unavailable", "robots_body": "", "robots_expires_at": datetime(2100, 1, 1)}
+    result = run(strict, rows_for([host + "/"], **cached), tmp_path)["url"][0]
+    assert result["outcome"] == st.REFUSED_ADDRESS and result["reason"] == "ssrf_loopback_address"
+    assert test_web.log == []
+
+
+def test_dead_host_is_dropped_after_max_exceptions(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    quick = cfg.with_overrides(fetcher__max_exceptions_per_host=2, politeness__default_delay_s=0.05,
+                               politeness__backoff_base_s=0.05)
+    out = run(quick, rows_for([f"{host}/error/{i}" for i in range(6)]), tmp_path)
+    reasons = sorted((r["outcome"], r["reason"] or "") for r in out["url"])
+    assert reasons.count((st.NOT_ATTEMPTED, "host_dropped")) == 4
+    assert len([e for e in test_web.log if e["path"].startswith("/error/")]) == 2
+
+
+def test_unreachable_host_returns_its_urls(cfg, tmp_path):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]  # closed once the block ends: connection refused
+    out = run(cfg, rows_for([f"http://127.0.0.1:{port}/a", f"http://127.0.0.1:{port}/b"]), tmp_path)
+    assert {r["reason"] for r in out["url"]} == {"robots_unreachable"}
+    assert out["host"][0]["robots_status"] == "unreachable" and out["host"][0]["backoff_until"] is not None
+
+
+def test_time_budget_returns_the_rest(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    slow = cfg.with_overrides(fetcher__time_limit_s=1.0, politeness__default_delay_s=0.4)
+    out = run(slow, rows_for([f"{host}/page/{i}" for i in range(5)]), tmp_path)
+    outcomes = [r["outcome"] for r in out["url"]]
+    assert outcomes.count(st.NOT_ATTEMPTED) >= 2 and outcomes.count(st.RESPONSE) >= 1
+    assert {r["reason"] for r in out["url"] if r["outcome"] == st.NOT_ATTEMPTED} == {"time_limit"}
+
+
+def test_retry_after_is_honoured(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    out = run(cfg.with_overrides(fetcher__time_limit_s=10.0), rows_for([host + "/busy", host + "/page/1"]),
+              tmp_path)
+    starts = {e["path"]: e["start"] for e in test_web.log}
+    assert starts["/page/1"] - starts["/busy"] >= 2.0 - 0.01
+    assert {r["url"]: r["http_status"] for r in out["url"]}[host + "/page/1"] == 200
+
+
+def test_retried_task_waits_a_delay_first(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    cached = {"robots_status": "unavailable", "robots_body": "", "robots_expires_at": datetime(2100, 1, 1)}
+    started = time.time()
+    list(fetch_partition(rows_for([host + "/"], **cached), cfg, "seg", 0, str(tmp_path), attempt=1))
+    assert test_web.log[0]["start"] - started >= cfg["politeness.default_delay_s"] - 0.01

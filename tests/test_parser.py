@@ -1,0 +1,59 @@
+import gzip
+import zlib
+
+import pytest
+
+from crawler_lib.parser import BodyTooLarge, content_digest, decode_content, is_html, parse_html
+
+PAGE = b"""<html><head><title> Hello </title><base href="http://b.com/dir/">
+<meta name="ROBOTS" content="NOINDEX"></head><body><p>Some text</p>
+<a href="a.html">A</a> <a href="/abs#x">Abs</a> <a href="a.html">dup</a>
+<a href="http://c.com/n" rel="nofollow noopener">N</a> <a href="mailto:x@y">mail</a>
+<map><area href="area.html" alt="Area"></map></body></html>"""
+
+
+def test_links_base_href_nofollow_and_meta():
+    result = parse_html(PAGE, "http://a.com/page", "text/html")
+    assert result.title == "Hello"
+    assert [(o.url, o.nofollow) for o in result.outlinks] == [
+        ("http://b.com/dir/a.html", False), ("http://b.com/abs", False), ("http://c.com/n", True),
+        ("http://b.com/dir/area.html", False)]
+    assert result.noindex and not result.nofollow
+    assert result.links_dropped == 1  # mailto
+    assert "Some text" in result.text
+
+
+def test_outlink_cap():
+    body = b"".join(b'<a href="/p%d">x</a>' % i for i in range(50))
+    result = parse_html(body, "http://a.com/", "text/html", max_outlinks=10)
+    assert len(result.outlinks) == 10 and result.links_dropped == 40
+
+
+def test_charset_from_header_and_meta():
+    latin = "<title>caf\xe9</title>".encode("latin-1")
+    assert parse_html(latin, "http://a.com/", "text/html; charset=ISO-8859-1").title == "caf\xe9"
+    meta = b'<meta charset="windows-1252"><title>caf\xe9</title>'
+    assert parse_html(meta, "http://a.com/", "text/html").title == "caf\xe9"
+    assert parse_html(b"<title>\xff\xfe</title>", "http://a.com/", "text/html; charset=bogus").title
+
+
+@pytest.mark.parametrize("body", [b"", b"<<<>>>", b"\x00" * 100, b"<a href='http://[bad'>x</a>",
+                                  b"<html>" * 10000])
+def test_garbage_never_raises(body):
+    parse_html(body, "http://a.com/", "text/html")
+
+
+def test_bounded_decoding():
+    payload = b"x" * 100_000
+    assert decode_content(gzip.compress(payload), "gzip", 200_000) == payload
+    assert decode_content(zlib.compress(payload), "deflate", 200_000) == payload
+    raw_deflate = zlib.compressobj(wbits=-15)
+    assert decode_content(raw_deflate.compress(payload) + raw_deflate.flush(), "deflate", 200_000) == payload
+    with pytest.raises(BodyTooLarge):
+        decode_content(gzip.compress(b"\0" * 5_000_000), "gzip", 1_000_000)
+
+
+def test_media_types_and_digest():
+    assert is_html("text/html; charset=utf-8") and is_html("application/xhtml+xml")
+    assert not is_html("application/pdf") and not is_html(None)
+    assert content_digest(b"abc") == "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"

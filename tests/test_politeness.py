@@ -1,0 +1,70 @@
+import random
+
+import pytest
+
+from crawler_lib.politeness import HostPoliteness, parse_retry_after
+
+
+def host(**kw):
+    defaults = dict(delay_s=2.0, max_concurrency=1, backoff_base_s=10.0, backoff_max_s=100.0,
+                    rng=random.Random(1))
+    defaults.update(kw)
+    return HostPoliteness(**defaults)
+
+
+def test_starts_are_spaced_by_the_delay():
+    h = host()
+    assert h.wait_s(0.0) == 0
+    h.start(0.0)
+    assert h.wait_s(0.5) is None            # one in flight, cap 1
+    h.finish(0.5, 200)
+    assert h.wait_s(0.5) == pytest.approx(1.5)
+    with pytest.raises(RuntimeError):
+        h.start(1.0)                        # granting early is refused, not silently allowed
+    h.start(2.0)
+
+
+def test_concurrency_cap():
+    h = host(delay_s=0.0, max_concurrency=2)
+    h.start(0.0)
+    h.start(0.0)
+    assert h.wait_s(0.0) is None
+    h.finish(0.1, 200)
+    assert h.wait_s(0.1) == 0
+
+
+def test_crawl_delay_never_shortens_default(cfg):
+    assert HostPoliteness.from_config(cfg, crawl_delay_s=0.01).delay_s == cfg["politeness.default_delay_s"]
+    assert HostPoliteness.from_config(cfg, crawl_delay_s=5).delay_s == 5
+
+
+def test_retry_after_seconds_and_date():
+    h = host()
+    h.start(0.0)
+    h.finish(1.0, 429, retry_after="30")
+    assert h.ready_at() == pytest.approx(31.0)
+    assert parse_retry_after("Wed, 21 Oct 2015 07:28:00 GMT", 1445412460.0) == pytest.approx(20.0)
+    assert parse_retry_after("soon", 0.0) is None
+
+
+def test_retry_after_is_capped():
+    h = host()
+    h.start(0.0)
+    h.finish(0.0, 503, retry_after="999999")
+    assert h.ready_at() == pytest.approx(100.0)
+
+
+def test_exponential_backoff_with_jitter_grows_and_success_resets():
+    h = host(delay_s=0.0)
+    waits = []
+    now = 0.0
+    for _ in range(4):
+        h.start(max(now, h.ready_at()))
+        now = max(now, h.ready_at())
+        h.finish(now, 503)
+        waits.append(h.backoff_until - now)
+    assert waits[0] >= 5 and waits[-1] > waits[0]
+    assert all(w <= 100.0 for w in waits)
+    h.start(h.ready_at())
+    h.finish(h.ready_at(), 200)
+    assert h.consecutive_failures == 0

@@ -1,0 +1,70 @@
+import pytest
+
+from crawler_lib.urls import UrlFilter, UrlRejected, host_key, normalize, resolve
+
+
+@pytest.mark.parametrize("raw, expected", [
+    ("HTTP://Example.COM", "http://example.com/"),
+    ("http://example.com:80/a", "http://example.com/a"),
+    ("https://example.com:443/a", "https://example.com/a"),
+    ("https://example.com:8443/a", "https://example.com:8443/a"),
+    ("http://example.com/a#frag", "http://example.com/a"),
+    ("http://example.com/a/./b/../c", "http://example.com/a/c"),
+    ("http://example.com/../../a", "http://example.com/a"),
+    ("http://example.com/a/..", "http://example.com/"),
+    ("http://example.com/%7euser/%2f", "http://example.com/~user/%2F"),
+    ("http://example.com/a b", "http://example.com/a%20b"),
+    ("http://example.com/ü", "http://example.com/%C3%BC"),
+    ("http://bücher.de/", "http://xn--bcher-kva.de/"),
+    ("http://example.com/?b=2&a=1&a=1", "http://example.com/?b=2&a=1&a=1"),
+    ("http://example.com/p?q=%7e%2F", "http://example.com/p?q=~%2F"),
+    ("http://example.com/p?", "http://example.com/p?"),
+    ("  http://example.com/x  ", "http://example.com/x"),
+    ("http://[::1]:8080/x", "http://[::1]:8080/x"),
+    ("http://127.0.0.1:8080", "http://127.0.0.1:8080/"),
+    ("http://example.com./", "http://example.com/"),
+])
+def test_normalize(raw, expected):
+    assert normalize(raw) == expected
+
+
+def test_normalize_is_idempotent():
+    once = normalize("HTTP://Ex.com:80/a/../b/%7e?x=%41#f")
+    assert normalize(once) == once
+
+
+@pytest.mark.parametrize("raw, reason", [
+    ("ftp://example.com/", "scheme_not_http"),
+    ("mailto:a@b.c", "scheme_not_http"),
+    ("javascript:alert(1)", "scheme_not_http"),
+    ("/relative", "not_absolute"),
+    ("http://user:pw@example.com/", "credentials_in_url"),
+    ("http:///path", "missing_host"),
+    ("http://exa mple.com/", "invalid_host"),
+    ("http://example.com:99999/", "invalid_port"),
+    ("http://example.com:0/", "invalid_port"),
+    ("", "empty"),
+])
+def test_normalize_rejects(raw, reason):
+    with pytest.raises(UrlRejected) as err:
+        normalize(raw)
+    assert err.value.reason == reason
+
+
+def test_too_long():
+    with pytest.raises(UrlRejected) as err:
+        normalize("http://example.com/" + "a" * 3000, max_length=2048)
+    assert err.value.reason == "url_too_long"
+
+
+def test_resolve_relative_and_host_key():
+    assert resolve("http://a.com/x/y", "../z?q#f") == "http://a.com/z?q"
+    assert resolve("http://a.com/x/", "//B.com:80/") == "http://b.com/"
+    assert host_key("https://a.com:8443/x?y") == "https://a.com:8443"
+
+
+def test_filter_bounds():
+    url_filter = UrlFilter(max_url_length=100, max_query_params=2, max_depth=3)
+    assert url_filter.reason_to_block("http://a.com/?a=1&b=2") is None
+    assert url_filter.reason_to_block("http://a.com/?a=1&b=2&c=3") == "too_many_query_params"
+    assert url_filter.reason_to_block("http://a.com/", depth=4) == "max_depth"
