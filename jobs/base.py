@@ -13,6 +13,7 @@ from datetime import datetime, timezone
 from typing import Optional, Sequence
 
 from crawler_lib.config import Config, ConfigError
+from crawler_lib.crawldir import CrawlDir, CrawlError
 
 log = logging.getLogger("crawler")
 
@@ -57,8 +58,6 @@ class CrawlJob:
     def preflight(cls, cfg: Config, args: argparse.Namespace) -> None:
         """Cheap input checks before a Spark session is started; raise CrawlError with one line."""
         if cls.uses_crawl_dir:
-            from crawler_lib.spark.tables import CrawlDir
-
             CrawlDir(args.crawl_dir).require()
 
     @classmethod
@@ -79,8 +78,6 @@ class CrawlJob:
     def main(cls, argv: Optional[Sequence[str]] = None) -> int:
         args = cls.parser().parse_args(argv)
         configure_logging(args.verbose)
-        from crawler_lib.spark.tables import CrawlError  # noqa: deferred so non-Spark steps stay light
-
         spark = None
         try:
             cfg = Config.load(args.conf, args.define)

@@ -5,7 +5,7 @@ import sys
 import time
 from typing import Callable, Optional
 
-from crawler_lib.spark.tables import CrawlDir
+from crawler_lib.crawldir import CrawlDir
 from jobs import fetch, generate, inject, parse, updatedb
 from jobs.base import CrawlJob
 

@@ -6,7 +6,8 @@ import sys
 from contextlib import nullcontext
 from datetime import datetime
 
-from crawler_lib.spark.tables import CrawlDir, read
+from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.tables import read
 from jobs.base import CrawlJob
 
 RENAMED = {"last_fetch_at": "fetch_time", "next_fetch_at": "next_fetch_time"}

@@ -17,10 +17,11 @@ from pyspark import TaskContext
 from pyspark.sql import functions as F
 from pyspark.sql.types import StringType, StructField, StructType
 
+from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.fetcher import fetch_partition
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import CrawlDir, CrawlError, ensure_table, is_delta, overwrite, read
+from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
 from jobs.base import CrawlJob
 
 HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]

@@ -17,9 +17,9 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
+from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import (CrawlDir, ensure_table, last_operation_metrics, new_segment_id,
-                                      overwrite, read)
+from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
 from jobs.base import CrawlJob, utc_now
 
 
@@ -80,11 +80,10 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     overwrite(fetchlist.repartition(partitions, "fetch_partition"), fetchlist_path)
     fetchlist = read(spark, fetchlist_path)
     crawldb_table = ensure_table(spark, crawl.crawldb, schemas.url_state())
-    (crawldb_table.alias("t")
-     .merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
-     .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
-     .execute())
-    leased = last_operation_metrics(crawldb_table).get("numTargetRowsUpdated", 0)
+    leased = run_merge(
+        crawldb_table.alias("t").merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
+        .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
+    ).get("num_updated_rows", 0)
     listed = fetchlist.count()
     if leased != listed:  # another job changed some rows since selection: keep only what we leased
         mine = crawldb_table.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")

@@ -10,9 +10,10 @@ from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldb import new_url_row
+from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.seeds import BadSeedLine, parse_seed_line
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import CrawlDir, CrawlError, ensure_table, last_operation_metrics
+from crawler_lib.spark.tables import ensure_table, run_merge
 from crawler_lib.urls import UrlFilter
 from jobs.base import CrawlJob, utc_now
 
@@ -66,14 +67,12 @@ def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None 
     best = Window.partitionBy("url").orderBy(F.col("priority").desc())
     seeds = rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
     crawldb = ensure_table(spark, crawl.crawldb, schemas.url_state())
-    (crawldb.alias("t").merge(seeds.alias("s"), "t.url = s.url")
-     .whenMatchedUpdate(condition="s.priority > t.priority", set={"priority": "s.priority"})
-     .whenNotMatchedInsertAll()
-     .execute())
-    metrics = last_operation_metrics(crawldb)
+    metrics = run_merge(crawldb.alias("t").merge(seeds.alias("s"), "t.url = s.url")
+                        .whenMatchedUpdate(condition="s.priority > t.priority", set={"priority": "s.priority"})
+                        .whenNotMatchedInsertAll())
     parsed.unpersist()
-    return {"inserted": metrics.get("numTargetRowsInserted", 0),
-            "priority_raised": metrics.get("numTargetRowsUpdated", 0), "bad_lines": bad_count}
+    return {"inserted": metrics.get("num_inserted_rows", 0),
+            "priority_raised": metrics.get("num_updated_rows", 0), "bad_lines": bad_count}
 
 
 class Inject(CrawlJob):

@@ -11,10 +11,11 @@ from typing import Optional
 from pyspark.sql import functions as F
 
 from crawler_lib import status as st
+from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.parser import parse_fetch_result
 from crawler_lib.schema import PARSE_RESULT, column_names
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import CrawlDir, CrawlError, is_delta, overwrite, read
+from crawler_lib.spark.tables import is_delta, overwrite, read
 from jobs.base import CrawlJob
 
 PARSE_COLUMNS = column_names(PARSE_RESULT)

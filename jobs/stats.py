@@ -6,7 +6,8 @@ import sys
 
 from pyspark.sql import functions as F
 
-from crawler_lib.spark.tables import CrawlDir, is_delta, read
+from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.tables import is_delta, read
 from jobs.base import CrawlJob
 
 

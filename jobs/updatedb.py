@@ -17,11 +17,11 @@ from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldb import URL_STATE_COLUMNS, apply_fetch, discovered_url_row
+from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
+from crawler_lib.spark.tables import ensure_table, is_delta, read, run_merge
 from crawler_lib.urls import UrlFilter
-from crawler_lib.spark.tables import (CrawlDir, CrawlError, ensure_table, is_delta, last_operation_metrics,
-                                      read)
 from jobs.base import CrawlJob, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
@@ -72,10 +72,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                       F.struct(F.col("p.url").alias("url"), F.col("p.content_digest").alias("content_digest"))
                       .alias("parse")))
     updates = spark.createDataFrame(joined.rdd.mapPartitions(_apply_task(cfg)), schemas.url_state())
-    (crawldb_table.alias("t")
-     .merge(updates.alias("s"), f"t.url = s.url AND t.version = s.version AND t.lease_id = '{segment_id}'")
-     .whenMatchedUpdateAll().execute())
-    applied = last_operation_metrics(crawldb_table).get("numTargetRowsUpdated", 0)
+    applied = run_merge(
+        crawldb_table.alias("t")
+        .merge(updates.alias("s"), f"t.url = s.url AND t.version = s.version AND t.lease_id = '{segment_id}'")
+        .whenMatchedUpdateAll()).get("num_updated_rows", 0)
 
     # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
     follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
@@ -92,9 +92,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                   .withColumn("_rank", F.row_number().over(first)).filter("_rank = 1").drop("_rank"))
     discovered = spark.createDataFrame(candidates.rdd.mapPartitions(_discover_task(cfg, now)),
                                        schemas.url_state())
-    (crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
-     .whenNotMatchedInsertAll().execute())
-    inserted = last_operation_metrics(crawldb_table).get("numTargetRowsInserted", 0)
+    inserted = run_merge(crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
+                         .whenNotMatchedInsertAll()).get("num_inserted_rows", 0)
 
     # 3. Hosts: politeness and robots state for the next cycle; release this segment's host leases.
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())

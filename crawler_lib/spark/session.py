@@ -83,6 +83,7 @@ def get_spark(app_name: str, cfg: Optional[Mapping] = None,
         settings.update(LOCAL_SETTINGS)
         # PySpark takes the RDD workers' interpreter from the environment, not from the conf.
         os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if cfg:
         settings.update({k: str(v) for k, v in cfg["spark.conf"].items()})
     settings.update(overrides or {})

@@ -1,68 +1,13 @@
-"""The crawl directory and its Delta tables (DESIGN.md "Crawl directory").
+"""Delta table I/O for the crawl directory's tables.
 
-Paths may be local or object storage (s3a://, abfss://, gs://). Delta's transaction log is the commit
-point of every job: a job's effect exists once its Delta commit exists, never half.
+Delta's transaction log is the commit point of every job: a job's effect exists once its Delta
+commit exists, never half.
 """
 from __future__ import annotations
 
-import secrets
-from datetime import datetime, timezone
-from typing import Optional
-
-import fsspec
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
-
-
-class CrawlError(RuntimeError):
-    """An operator-facing error (missing crawl dir, segment, ...): printed as one line."""
-
-
-class CrawlDir:
-    def __init__(self, root: str):
-        self.root = root.rstrip("/")
-        self.crawldb = f"{self.root}/crawldb"
-        self.hostdb = f"{self.root}/hostdb"
-        self.fetchlog = f"{self.root}/fetchlog"
-        self.warc = f"{self.root}/warc"
-        self.segments = f"{self.root}/segments"
-
-    def segment(self, segment_id: str, part: str) -> str:
-        return f"{self.segments}/{segment_id}/{part}"
-
-    def _fs(self):
-        return fsspec.core.url_to_fs(self.root)
-
-    def exists(self) -> bool:
-        fs, path = self._fs()
-        return fs.exists(path)
-
-    def require(self) -> "CrawlDir":
-        if not self.exists():
-            raise CrawlError(f"crawl dir {self.root} does not exist (run `crawler inject` first)")
-        return self
-
-    def segment_ids(self) -> list[str]:
-        fs, path = fsspec.core.url_to_fs(self.segments)
-        if not fs.exists(path):
-            return []
-        return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
-
-    def resolve_segment(self, segment_id: Optional[str]) -> str:
-        ids = self.segment_ids()
-        if segment_id is None:
-            if not ids:
-                raise CrawlError(f"no segments in {self.root} (run `crawler generate` first)")
-            return ids[-1]
-        if segment_id not in ids:
-            raise CrawlError(f"segment {segment_id} not found in {self.segments}")
-        return segment_id
-
-
-def new_segment_id(now: datetime) -> str:
-    """Sortable by creation time, unique across concurrent generates."""
-    return now.replace(tzinfo=timezone.utc).strftime("%Y%m%d%H%M%S") + "-" + secrets.token_hex(3)
 
 
 def is_delta(spark: SparkSession, path: str) -> bool:
@@ -87,7 +32,7 @@ def ensure_table(spark: SparkSession, path: str, schema: StructType) -> DeltaTab
     return DeltaTable.forPath(spark, path)
 
 
-def last_operation_metrics(table: DeltaTable) -> dict[str, int]:
-    """operationMetrics of the table's latest commit (rows inserted/updated by a MERGE, ...)."""
-    row = table.history(1).select("operationMetrics").first()
-    return {k: int(v) for k, v in (row.operationMetrics or {}).items() if str(v).isdigit()}
+def run_merge(builder) -> dict[str, int]:
+    """Execute a Delta MERGE; its row counts (num_updated_rows, num_inserted_rows, ...)."""
+    row = builder.execute().first()
+    return {k: int(v or 0) for k, v in row.asDict().items()} if row is not None else {}

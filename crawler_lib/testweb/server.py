@@ -74,7 +74,7 @@ class TestWeb:
         p = self.pages_per_host
         own = self.host_key(h)
         targets = [0, 1] if n is None else [(n + 1) % p, (2 * n + 1) % p]
-        links = [f'<a href="/page/{t}">page {t}</a>' for t in targets]
+        links = ['<a href="/">home</a>'] + [f'<a href="/page/{t}">page {t}</a>' for t in targets]
         other = self.host_key((h + 1) % self.hosts)
         links.append(f'<a href="{other}/page/{(n or 0) % p}">elsewhere</a>')
         if n is None:
@@ -170,3 +170,31 @@ class TestWeb:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv=None) -> int:
+    """Serve the test web by hand: prints its hosts, writes a seed file, stops after --lifetime-s."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description="serve the local multi-host test web")
+    parser.add_argument("--hosts", type=int, default=4)
+    parser.add_argument("--pages-per-host", type=int, default=12)
+    parser.add_argument("--seeds", default="seeds.txt", help="seed file to write")
+    parser.add_argument("--log", help="append the request log here (JSON lines)")
+    parser.add_argument("--lifetime-s", type=float, default=600.0)
+    args = parser.parse_args(argv)
+    web = TestWeb(hosts=args.hosts, pages_per_host=args.pages_per_host, lifetime_s=args.lifetime_s,
+                  log_path=args.log).start()
+    with open(args.seeds, "w", encoding="utf-8") as handle:
+        handle.write("\n".join(web.seeds()) + "\n")
+    print(f"test web: {' '.join(web.host_keys)}; seeds in {args.seeds}; stops in {args.lifetime_s:g}s",
+          flush=True)
+    try:
+        web._thread.join()
+    except KeyboardInterrupt:
+        web.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

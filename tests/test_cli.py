@@ -1,0 +1,57 @@
+"""The `crawler` command as an operator runs it: output lines, exit codes, one-line errors."""
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+CRAWLER = str(Path(sys.executable).with_name("crawler"))
+
+
+def crawler(*args, timeout=120):
+    return subprocess.run([CRAWLER, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def test_check_url():
+    done = crawler("-D", "limits.max_query_params=1", "check-url", "HTTP://Example.com:80/a/../b#x",
+                   "ftp://x.org/", "http://a.com/?a=1&b=2")
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == ["http://example.com/b", "rejected scheme_not_http ftp://x.org/",
+                                        "rejected too_many_query_params http://a.com/?a=1&b=2"]
+
+
+def test_check_robots(tmp_path):
+    robots = tmp_path / "robots.txt"
+    robots.write_text("User-agent: mybot\nDisallow: /private\nAllow: /private/ok\n\nUser-agent: *\nDisallow: /\n")
+    done = crawler("check-robots", str(robots), "MyBot", "http://A.com/private/x", "http://a.com/private/ok/1",
+                   "http://a.com/%7Ehome")
+    assert done.returncode == 0
+    assert done.stdout.splitlines() == ["disallowed http://a.com/private/x", "allowed http://a.com/private/ok/1",
+                                        "allowed http://a.com/~home"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["stats", "--crawl-dir", "/nonexistent/crawl"], "error: crawl dir /nonexistent/crawl does not exist"),
+    (["inject", "--crawl-dir", "/tmp/x", "/nonexistent/seeds.txt"], "error: cannot read seed file"),
+    (["-D", "http.timout_s=3", "stats", "--crawl-dir", "/tmp"], "error: unknown config key 'http.timout_s'"),
+    (["--conf", "/nonexistent.yaml", "check-url", "http://a.com/"], "error: cannot read config file"),
+    (["frobnicate"], "error: crawler: argument COMMAND: invalid choice"),
+    (["generate"], "error: crawler generate: the following arguments are required: --crawl-dir"),
+])
+def test_bad_input_gives_one_line_error(args, message):
+    done = crawler(*args)
+    assert done.returncode != 0
+    assert done.stderr.strip().startswith(message), done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_core_library_imports_no_spark():
+    code = ("import sys, importlib, pkgutil, crawler_lib; "
+            "[importlib.import_module(m.name) for m in pkgutil.walk_packages(crawler_lib.__path__, 'crawler_lib.') "
+            "if not m.name.startswith('crawler_lib.spark')]; "
+            "import jobs.cli, jobs.checks; "
+            "print([m for m in sys.modules if m.startswith(('pyspark', 'delta', 'py4j'))])")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"

@@ -1,0 +1,112 @@
+"""End to end: crawl the local test web until nothing is due; the server's request log is the witness."""
+from collections import Counter, defaultdict
+
+import pytest
+from chispa import assert_df_equality
+
+from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.tables import read
+from crawler_lib.testweb.server import TestWeb
+from crawler_lib.warc import read_response
+from jobs import crawl as crawl_job
+from jobs import fetch, parse, updatedb
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e]
+MAX_CYCLES = 10
+
+
+@pytest.fixture(scope="module")
+def crawled(spark, tmp_path_factory):
+    from crawler_lib.config import Config
+    from tests.conftest import TEST_SETTINGS
+
+    cfg = Config.load(overrides=TEST_SETTINGS)
+    root = tmp_path_factory.mktemp("e2e")
+    crawl_dir = str(root / "crawl")
+    with TestWeb(hosts=3, pages_per_host=4, lifetime_s=900) as web:
+        seeds = root / "seeds.txt"
+        seeds.write_text("\n".join(web.seeds()) + "\n")
+        cycles, lines = [], []
+        for cycle in range(MAX_CYCLES):
+            mark = len(web.log)
+            history = crawl_job.run(spark, cfg, crawl_dir, 1, seeds=[str(seeds)] if cycle == 0 else None,
+                                    report=lines.append)
+            if not history:
+                break
+            cycles.append({"segment": history[0]["segment"], "log": web.log[mark:]})
+        yield {"cfg": cfg, "dir": crawl_dir, "web": web, "cycles": cycles, "lines": lines}
+
+
+def crawldb_rows(spark, crawl_dir):
+    return {r.url: r for r in read(spark, CrawlDir(crawl_dir).crawldb).collect()}
+
+
+def test_crawl_reaches_a_fixpoint_with_expected_statuses(spark, crawled):
+    web = crawled["web"]
+    assert 2 <= len(crawled["cycles"]) < MAX_CYCLES, crawled["lines"]
+    rows = crawldb_rows(spark, crawled["dir"])
+    assert set(rows) == web.reachable_urls()
+    expected = {url: "fetched" for url in rows}
+    for host in web.host_keys:
+        expected.update({host + "/private/secret": "robots_denied", host + "/missing": "gone",
+                         host + "/old": "redirect"})
+    assert {u: r.status for u, r in rows.items()} == expected
+    assert all(r.lease_id is None for r in rows.values())
+    assert rows[web.host_keys[0] + "/old"].redirect_to == web.host_keys[0] + "/page/1"
+    summaries = [line for line in crawled["lines"] if line.startswith("cycle 1/1 segment ")]
+    assert len(summaries) == len(crawled["cycles"])
+    assert all("generated" in line and "fetched" in line and "new URLs" in line for line in summaries)
+
+
+def test_each_page_fetched_at_most_once_per_cycle_and_logged_urls_are_known(spark, crawled):
+    rows = crawldb_rows(spark, crawled["dir"])
+    for cycle in crawled["cycles"]:
+        counts = Counter((e["host_key"], e["path"]) for e in cycle["log"])
+        assert max(counts.values()) == 1, counts.most_common(3)
+    for entry in crawled["web"].log:
+        if entry["path"] != "/robots.txt":
+            assert entry["host_key"] + entry["path"] in rows
+    assert not [e for e in crawled["web"].log if e["path"].startswith("/private/")]
+
+
+def test_politeness_in_the_server_log(crawled):
+    delay = crawled["cfg"]["politeness.default_delay_s"]
+    starts = defaultdict(list)
+    for entry in crawled["web"].log:
+        assert entry["in_flight"] == 1
+        starts[entry["host_key"]].append(entry["start"])
+    gaps = [b - a for times in starts.values() for a, b in zip(sorted(times), sorted(times)[1:])]
+    assert gaps and min(gaps) >= delay - 0.01
+
+
+def test_warc_records_match_crawldb_rows(spark, crawled):
+    fetched = [r for r in crawldb_rows(spark, crawled["dir"]).values() if r.warc_filename]
+    assert len(fetched) >= len(crawled["web"].reachable_urls()) - 3 * len(crawled["web"].host_keys)
+    for row in fetched:
+        stored = read_response(row.warc_filename, row.warc_offset, row.warc_length)
+        assert stored.url == row.url
+        assert stored.http_status == row.http_status
+
+
+def test_fetchlog_has_every_request(spark, crawled):
+    log = read(spark, CrawlDir(crawled["dir"]).fetchlog)
+    assert log.count() == len(crawled["web"].log)
+    assert log.filter("purpose = 'robots'").count() == len(crawled["web"].host_keys)
+
+
+def test_rerunning_jobs_on_a_segment_changes_nothing(spark, crawled):
+    crawl = CrawlDir(crawled["dir"])
+    cfg, web = crawled["cfg"], crawled["web"]
+    segment = crawled["cycles"][-1]["segment"]
+    before = {name: read(spark, path).localCheckpoint() for name, path in
+              (("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb), ("fetchlog", crawl.fetchlog),
+               ("parse", crawl.segment(segment, "parse")))}
+    requests = len(web.log)
+    assert fetch.run(spark, cfg, crawled["dir"], segment)["fetched_now"] is False
+    parse.run(spark, cfg, crawled["dir"], segment)
+    for seg in (segment, crawled["cycles"][0]["segment"]):
+        assert updatedb.run(spark, cfg, crawled["dir"], seg)["applied"] == 0
+    assert len(web.log) == requests
+    for name, path in (("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb), ("fetchlog", crawl.fetchlog),
+                       ("parse", crawl.segment(segment, "parse"))):
+        assert_df_equality(read(spark, path), before[name], ignore_row_order=True, ignore_nullable=True)

@@ -1,0 +1,89 @@
+"""Spark tests of inject and generate on small CrawlDBs (one shared session, chispa)."""
+import pytest
+from chispa import assert_df_equality
+from pyspark.sql import functions as F
+
+from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.tables import read
+from jobs import generate, inject
+
+pytestmark = pytest.mark.spark
+
+
+def write_seeds(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg, tmp_path, capsys):
+    seeds = write_seeds(tmp_path / "seeds.txt", [
+        "# comment", "http://A.com/x#frag", "http://a.com:80/x\tpriority=2.5", "", "ftp://a.com/",
+        "http://b.com/\tpriority=high", "http://b.com/?a=1\tcolour=red", "http://c.com/" + "?p=1" * 0])
+    crawl = str(tmp_path / "crawl")
+    stats = inject.run(spark, cfg, crawl, [seeds])
+    assert stats == {"inserted": 2, "priority_raised": 0, "bad_lines": 3}
+    err = capsys.readouterr().err
+    assert f"{seeds}:5: rejected URL (scheme_not_http)" in err
+    assert f"{seeds}:6: priority is not a number" in err
+    assert f"{seeds}:7: unknown metadata" in err
+    crawldb = read(spark, CrawlDir(crawl).crawldb)
+    expected = spark.createDataFrame(
+        [("http://a.com/x", "http://a.com", "unfetched", 2.5, 0, 0, "seed"),
+         ("http://c.com/", "http://c.com", "unfetched", 1.0, 0, 0, "seed")],
+        "url string, host_key string, status string, priority double, depth int, version long, source string")
+    assert_df_equality(crawldb.select(*expected.columns), expected, ignore_row_order=True, ignore_nullable=True)
+
+    before = crawldb.orderBy("url").collect()
+    assert inject.run(spark, cfg, crawl, [seeds])["inserted"] == 0
+    assert read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect() == before
+
+    raised = write_seeds(tmp_path / "more.txt", ["http://c.com/\tpriority=9", "http://a.com/x\tpriority=0.1"])
+    assert inject.run(spark, cfg, crawl, [raised])["priority_raised"] == 1
+    priorities = {r.url: r.priority for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    assert priorities == {"http://a.com/x": 2.5, "http://c.com/": 9.0}
+
+
+def test_inject_keeps_filtered_urls_as_blocked(spark, tmp_path, cfg):
+    strict = cfg.with_overrides(limits__max_query_params=1)
+    seeds = write_seeds(tmp_path / "s.txt", ["http://a.com/?a=1&b=2"])
+    inject.run(spark, strict, str(tmp_path / "crawl"), [seeds])
+    row = read(spark, CrawlDir(str(tmp_path / "crawl")).crawldb).first()
+    assert (row.status, row.reason) == ("blocked", "too_many_query_params")
+
+
+def test_generate_caps_leases_and_partitions_by_host(spark, cfg, tmp_path):
+    lines = [f"http://h{h}.example/p{i}\tpriority={i}" for h in range(5) for i in range(6)]
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", lines)])
+    capped = cfg.with_overrides(generate__max_per_host=4, generate__top_n=15, fetcher__partitions=3)
+    stats = generate.run(spark, capped, crawl)
+    assert stats["urls"] == 15 and stats["hosts"] == 5
+    segment = stats["segment"]
+    fetchlist = read(spark, CrawlDir(crawl).segment(segment, "fetchlist"))
+    per_host = {r.host_key: r["n"] for r in fetchlist.groupBy("host_key").agg(F.count("*").alias("n")).collect()}
+    assert max(per_host.values()) <= 4 and sum(per_host.values()) == 15
+    # highest priorities first within a host
+    assert {r.url.rsplit("/", 1)[1] for r in fetchlist.filter("host_key = 'http://h0.example'").collect()} \
+        <= {"p5", "p4", "p3", "p2"}
+    # each host in exactly one fetch partition, and partitions in range
+    spread = fetchlist.groupBy("host_key").agg(F.countDistinct("fetch_partition").alias("p")).collect()
+    assert all(r.p == 1 for r in spread)
+    assert fetchlist.agg(F.max("fetch_partition")).first()[0] < 3
+    # leases: version+1 and lease_id = segment, exactly for the listed URLs
+    crawldb = read(spark, CrawlDir(crawl).crawldb)
+    leased = crawldb.filter(F.col("lease_id") == segment)
+    assert_df_equality(leased.select("url", "version"), fetchlist.select("url", "version"),
+                       ignore_row_order=True, ignore_nullable=True)
+    assert leased.filter("version != 1 OR lease_expires_at IS NULL").count() == 0
+
+    # A second segment generated before updatedb never holds a host the first one holds.
+    second = generate.run(spark, capped, crawl)
+    assert second["segment"] is None
+
+
+def test_generate_with_nothing_due_writes_no_segment(spark, cfg, tmp_path):
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", ["http://a.com/"])])
+    assert generate.run(spark, cfg, crawl)["segment"] is not None
+    assert generate.run(spark, cfg, crawl)["segment"] is None
+    assert len(CrawlDir(crawl).segment_ids()) == 1
