@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import random
 import time
 import uuid
 from collections import deque
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Callable, Iterable, Iterator, Optional
@@ -33,7 +34,7 @@ from crawler_lib.politeness import HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
 from crawler_lib.schema import to_datetime, to_epoch
 from crawler_lib.urls import UrlRejected, resolve
-from crawler_lib.warc import WarcFileWriter
+from crawler_lib.warc import RecordLocation, WarcFileWriter
 
 log = logging.getLogger("crawler.fetcher")
 
@@ -63,11 +64,96 @@ class _Progress:
     last_report: float = field(default_factory=time.time)
 
 
+@dataclass
+class Response:
+    """One HTTP exchange as seen on the wire (body capped, content-encoding kept)."""
+
+    status: int
+    reason: str
+    http_version: str
+    headers: list[tuple[str, str]]
+    body: bytes
+    truncated: bool
+    ip_address: str
+    request_headers: list[tuple[str, str]]
+
+    def header(self, name: str) -> Optional[str]:
+        lname = name.lower()
+        return next((v for k, v in self.headers if k.lower() == lname), None)
+
+
+class RequestFailed(Exception):
+    """No response: `reason` says why; `refused` when the SSRF guard stopped it (nothing was sent)."""
+
+    def __init__(self, reason: str, refused: bool = False):
+        super().__init__(reason)
+        self.reason = reason
+        self.refused = refused
+
+
+class AiohttpTransport:
+    """GET over aiohttp: no redirects followed, body read up to a cap, every connection guarded."""
+
+    def __init__(self, cfg, guard: AddressGuard, user_agent: str):
+        self.cfg = cfg
+        self.guard = guard
+        self.user_agent = user_agent
+
+    async def __aenter__(self) -> "AiohttpTransport":
+        connector = aiohttp.TCPConnector(
+            limit=self.cfg["fetcher.max_connections"],
+            limit_per_host=self.cfg["politeness.max_concurrency_per_host"],
+            use_dns_cache=True, ttl_dns_cache=300, socket_factory=self.guard.socket_factory)
+        timeout = aiohttp.ClientTimeout(total=self.cfg["http.timeout_s"],
+                                        sock_connect=self.cfg["http.connect_timeout_s"])
+        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
+                                             headers={"User-Agent": self.user_agent})
+        return self
+
+    async def __aexit__(self, *exc) -> None:
+        await self.session.close()
+
+    async def get(self, url: str, headers: dict, max_bytes: int) -> Response:
+        try:
+            async with self.session.get(url, allow_redirects=False, headers=headers) as resp:
+                peer = resp.connection.transport.get_extra_info("peername") if resp.connection else None
+                chunks, size, truncated = [], 0, False
+                async for chunk in resp.content.iter_chunked(65536):
+                    if size + len(chunk) > max_bytes:
+                        chunks.append(chunk[: max_bytes - size])
+                        truncated = True
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                return Response(
+                    status=resp.status, reason=resp.reason or "",
+                    http_version=f"HTTP/{resp.version.major}.{resp.version.minor}",
+                    headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers],
+                    body=b"".join(chunks), truncated=truncated, ip_address=peer[0] if peer else "",
+                    request_headers=list(resp.request_info.headers.items()))
+        except aiohttp.ClientConnectorError as exc:
+            if isinstance(exc.os_error, BlockedAddress):
+                raise RequestFailed(f"ssrf_{exc.os_error.reason}", refused=True) from None
+            raise RequestFailed("connect_error") from None
+        except BlockedAddress as exc:
+            raise RequestFailed(f"ssrf_{exc.reason}", refused=True) from None
+        except asyncio.TimeoutError:
+            raise RequestFailed("timeout") from None
+        except aiohttp.ClientError as exc:
+            raise RequestFailed(type(exc).__name__) from None
+        except OSError as exc:
+            raise RequestFailed(f"os_error_{exc.errno}") from None
+
+
 class PartitionFetcher:
     """Fetches one partition's URLs; see the module docstring for the rules it keeps."""
 
     def __init__(self, cfg, segment_id: str, partition_id: int, warc_dir: str, attempt: int = 0,
-                 clock: Callable[[], float] = time.time):
+                 clock: Callable[[], float] = time.time, transport=None,
+                 loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
+                 warc_executor: Optional[Executor] = None):
+        """`clock`, `transport`, `loop_factory` and `warc_executor` are replaced by the virtual-time
+        simulation; by default WARC records are written by one thread beside the event loop."""
         self.cfg = cfg
         self.segment_id = segment_id
         self.partition_id = partition_id
@@ -75,7 +161,9 @@ class PartitionFetcher:
         self.clock = clock
         self.agent = cfg["http.agent_name"]
         self.user_agent = cfg.user_agent
-        self.guard = AddressGuard.from_config(cfg)
+        self.transport = transport or AiohttpTransport(cfg, AddressGuard.from_config(cfg), self.user_agent)
+        self.loop_factory = loop_factory
+        self.warc_executor = warc_executor
         token = uuid.uuid4().hex[:8]
         self.warc = WarcFileWriter(warc_dir, f"{segment_id}-{partition_id:05d}-{token}",
                                    cfg["fetcher.warc_max_bytes"],
@@ -91,11 +179,13 @@ class PartitionFetcher:
         hosts = [self._make_host(key, list(group)) for key, group in groupby(rows, key=lambda r: r["host_key"])]
         self.progress = _Progress(total=len(rows))
         self.deadline = self.clock() + self.cfg["fetcher.time_limit_s"]
-        writer_thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+        writer = self.warc_executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+        loop = self.loop_factory()
         try:
-            asyncio.run(self._run_all(hosts, writer_thread))
+            loop.run_until_complete(self._run_all(hosts, writer))
         finally:
-            writer_thread.shutdown(wait=True)
+            loop.close()
+            writer.shutdown(wait=True)
             self.warc.close()
         return self.out
 
@@ -109,25 +199,18 @@ class PartitionFetcher:
             self.cfg, crawl_delay_s=first.get("crawl_delay_s"),
             next_allowed_at=to_epoch(first.get("next_allowed_at")) or 0.0,
             backoff_until=to_epoch(first.get("backoff_until")) or 0.0,
-            consecutive_failures=first.get("consecutive_failures") or 0)
+            consecutive_failures=first.get("consecutive_failures") or 0,
+            rng=random.Random(f"{self.segment_id}:{key}"))  # jitter differs per host, reproducibly
         if self.attempt > 0:
             # A retried Spark task cannot know when the failed attempt last hit the host: wait a delay.
             politeness.next_allowed_at = max(politeness.next_allowed_at, now + politeness.delay_s)
         return _Host(key, deque(rows), politeness, robots,
                      to_epoch(first.get("robots_fetched_at")), to_epoch(first.get("robots_expires_at")))
 
-    async def _run_all(self, hosts: list[_Host], writer_thread: ThreadPoolExecutor) -> None:
+    async def _run_all(self, hosts: list[_Host], writer_thread: Executor) -> None:
         self._writer_thread = writer_thread
         self._connections = asyncio.Semaphore(self.cfg["fetcher.max_connections"])
-        connector = aiohttp.TCPConnector(
-            limit=self.cfg["fetcher.max_connections"],
-            limit_per_host=self.cfg["politeness.max_concurrency_per_host"],
-            use_dns_cache=True, ttl_dns_cache=300, socket_factory=self.guard.socket_factory)
-        timeout = aiohttp.ClientTimeout(total=self.cfg["http.timeout_s"],
-                                        sock_connect=self.cfg["http.connect_timeout_s"])
-        async with aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                         headers={"User-Agent": self.user_agent}) as session:
-            self.session = session
+        async with self.transport:
             await asyncio.gather(*(self._run_host(host) for host in hosts))
 
     # ---------------------------------------------------------------- per host
@@ -145,7 +228,7 @@ class PartitionFetcher:
             log.warning("deferring %s: Crawl-delay %gs > politeness.max_crawl_delay_s", host.key, crawl_delay)
             self._return_rest(host, host.deferred_reason)
         else:
-            host.politeness.delay_s = max(self.cfg["politeness.default_delay_s"], crawl_delay or 0.0)
+            host.politeness.set_delay(max(self.cfg["politeness.default_delay_s"], crawl_delay or 0.0))
             workers = self.cfg["politeness.max_concurrency_per_host"]
             await asyncio.gather(*(self._host_worker(host) for _ in range(workers)))
         self._emit_host(host)
@@ -202,16 +285,18 @@ class PartitionFetcher:
             if refusal is not None:
                 self._return_rest(host, refusal)
                 return
-            status, headers, body = None, {}, b""
+            response = None
             try:
-                status, headers, body, _ip, _truncated = await self._request(
-                    host, url, "robots", max_bytes=self.cfg["robots.max_bytes"])
-            except _RequestFailed:
+                response, _ = await self._request(host, url, "robots", max_bytes=self.cfg["robots.max_bytes"])
+            except RequestFailed:
                 pass
             finally:
                 self._connections.release()
-                host.politeness.finish(self.clock(), status, failed=status is None)
-            location = headers.get("Location") if status in (301, 302, 303, 307, 308) else None
+                host.politeness.finish(self.clock(), response.status if response else None,
+                                       retry_after=response.header("Retry-After") if response else None,
+                                       failed=response is None)
+            status, body = (response.status, response.body) if response else (None, b"")
+            location = response.header("Location") if status in (301, 302, 303, 307, 308) else None
             if not location:
                 break
             try:
@@ -234,10 +319,9 @@ class PartitionFetcher:
             headers["If-Modified-Since"] = row["last_modified"]
         fetched_at = self.clock()
         try:
-            status, resp_headers, body, ip, truncated = await self._request(
-                host, row["url"], "page", extra_headers=headers, max_bytes=self.cfg["http.max_body_bytes"],
-                warc=True)
-        except _RequestFailed as failure:
+            response, location = await self._request(host, row["url"], "page", extra_headers=headers,
+                                                     max_bytes=self.cfg["http.max_body_bytes"], warc=True)
+        except RequestFailed as failure:
             host.politeness.finish(self.clock(), None, failed=not failure.refused)
             if failure.refused:
                 self._emit_url(row, st.REFUSED_ADDRESS, reason=failure.reason, fetched_at=fetched_at)
@@ -245,27 +329,25 @@ class PartitionFetcher:
                 self._note_failure(host)
                 self._emit_url(row, st.NETWORK_ERROR, reason=failure.reason, fetched_at=fetched_at)
             return
-        host.politeness.finish(self.clock(), status, retry_after=resp_headers.get("Retry-After"))
+        status = response.status
+        host.politeness.finish(self.clock(), status, retry_after=response.header("Retry-After"))
         if status >= 500 or status == 429:
             self._note_failure(host)
         else:
             host.failures_in_task = 0
-        redirect_to = None
-        if 300 <= status < 400 and resp_headers.get("Location"):
+        redirect_to, reason = None, None
+        if 300 <= status < 400 and response.header("Location"):
             try:
-                redirect_to = resolve(row["url"], resp_headers["Location"], self.cfg["limits.max_url_length"])
+                redirect_to = resolve(row["url"], response.header("Location"), self.cfg["limits.max_url_length"])
             except UrlRejected as rejected:
-                redirect_to = None
-                resp_headers["X-Crawler-Redirect-Rejected"] = rejected.reason
-        location = resp_headers.pop("_warc_location")
-        self._emit_url(row, st.RESPONSE, http_status=status, fetched_at=fetched_at,
-                       content_type=resp_headers.get("Content-Type"),
-                       content_encoding=resp_headers.get("Content-Encoding"),
-                       etag=resp_headers.get("ETag"), last_modified=resp_headers.get("Last-Modified"),
-                       redirect_to=redirect_to, ip_address=ip, body_bytes=len(body), truncated=truncated,
-                       warc_filename=location.filename, warc_offset=location.offset,
-                       warc_length=location.length,
-                       reason=resp_headers.get("X-Crawler-Redirect-Rejected"))
+                reason = f"redirect_rejected_{rejected.reason}"
+        self._emit_url(row, st.RESPONSE, http_status=status, fetched_at=fetched_at, reason=reason,
+                       content_type=response.header("Content-Type"),
+                       content_encoding=response.header("Content-Encoding"),
+                       etag=response.header("ETag"), last_modified=response.header("Last-Modified"),
+                       redirect_to=redirect_to, ip_address=response.ip_address, body_bytes=len(response.body),
+                       truncated=response.truncated, warc_filename=location.filename,
+                       warc_offset=location.offset, warc_length=location.length)
 
     def _note_failure(self, host: _Host) -> None:
         host.failures_in_task += 1
@@ -274,61 +356,39 @@ class PartitionFetcher:
             log.warning("dropping %s for the rest of this task after %d failures", host.key, host.failures_in_task)
 
     async def _request(self, host: _Host, url: str, purpose: str, extra_headers: Optional[dict] = None,
-                       max_bytes: int = 0, warc: bool = False):
-        """Send one GET (slot already granted); log it; optionally write it to WARC."""
+                       max_bytes: int = 0, warc: bool = False) -> tuple[Response, Optional[RecordLocation]]:
+        """Send one GET (slot already granted), log it, optionally write it to WARC (off the loop)."""
         started = self.clock()
-        status, ip, body, truncated, error = None, "", b"", False, None
-        resp_headers: dict = {}
+        response: Optional[Response] = None
+        error = None
         try:
-            async with self.session.get(url, allow_redirects=False, headers={
-                    "Accept": ACCEPT, "Accept-Encoding": "gzip, deflate", **(extra_headers or {})}) as resp:
-                peer = resp.connection.transport.get_extra_info("peername") if resp.connection else None
-                ip = peer[0] if peer else ""
-                chunks, size = [], 0
-                async for chunk in resp.content.iter_chunked(65536):
-                    if size + len(chunk) > max_bytes:
-                        chunks.append(chunk[: max_bytes - size])
-                        size = max_bytes
-                        truncated = True
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-                body = b"".join(chunks)
-                status = resp.status
-                raw_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers]
-                resp_headers = _CaseInsensitive(raw_headers)
-                if warc:
-                    request_headers = [(k, v) for k, v in resp.request_info.headers.items()]
-                    split = urlsplit(url)
-                    target = split.path + ("?" + split.query if split.query else "")
-                    version = f"HTTP/{resp.version.major}.{resp.version.minor}"
-                    loop = asyncio.get_running_loop()
-                    resp_headers["_warc_location"] = await loop.run_in_executor(
-                        self._writer_thread, self.warc.write_exchange, url, started, ip, f"GET {target}", request_headers, version, status,
-                        resp.reason or "", raw_headers, body, truncated)
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc.os_error, BlockedAddress):
-                raise _RequestFailed(f"ssrf_{exc.os_error.reason}", refused=True) from None
-            error = "connect_error"
-        except BlockedAddress as exc:
-            raise _RequestFailed(f"ssrf_{exc.reason}", refused=True) from None
-        except asyncio.TimeoutError:
-            error = "timeout"
-        except aiohttp.ClientError as exc:
-            error = type(exc).__name__
-        except OSError as exc:
-            error = f"os_error_{exc.errno}"
+            response = await self.transport.get(
+                url, {"Accept": ACCEPT, "Accept-Encoding": "gzip, deflate", **(extra_headers or {})}, max_bytes)
+        except RequestFailed as failure:
+            if failure.refused:
+                raise  # nothing was sent: not a request, not logged
+            error = failure.reason
         ended = self.clock()
         self._request_seq += 1
+        size = len(response.body) if response else 0
         self.out.append(("request", {
             "request_id": f"{self._request_prefix}:{self._request_seq}", "segment_id": self.segment_id,
             "host_key": host.key, "url": url, "purpose": purpose, "started_at": to_datetime(started),
-            "ended_at": to_datetime(ended), "http_status": status, "bytes": len(body), "ip_address": ip,
+            "ended_at": to_datetime(ended), "http_status": response.status if response else None,
+            "bytes": size, "ip_address": response.ip_address if response else None,
             "robots_decision": "n/a" if purpose == "robots" else "allowed", "error": error}))
-        self.progress.bytes += len(body)
-        if error:
-            raise _RequestFailed(error)
-        return status, resp_headers, body, ip, truncated
+        self.progress.bytes += size
+        if response is None:
+            raise RequestFailed(error)
+        location = None
+        if warc:
+            split = urlsplit(url)
+            target = split.path + ("?" + split.query if split.query else "")
+            location = await asyncio.get_running_loop().run_in_executor(
+                self._writer_thread, self.warc.write_exchange, url, started, response.ip_address,
+                f"GET {target}", response.request_headers, response.http_version, response.status,
+                response.reason, response.headers, response.body, response.truncated)
+        return response, location
 
     # ---------------------------------------------------------------- output rows
     def _emit_url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,
@@ -363,35 +423,6 @@ class PartitionFetcher:
             "backoff_until": to_datetime(p.backoff_until or None),
             "consecutive_failures": p.consecutive_failures, "deferred_reason": host.deferred_reason,
             "sitemaps": robots.sitemaps() if robots else []}))
-
-
-class _CaseInsensitive(dict):
-    """Response headers: case-insensitive lookup of the first value, insertion order kept."""
-
-    def __init__(self, pairs):
-        super().__init__()
-        for key, value in pairs:
-            if key.lower() not in self:
-                super().__setitem__(key.lower(), value)
-
-    def __setitem__(self, key, value):
-        super().__setitem__(key.lower(), value)
-
-    def get(self, key, default=None):
-        return super().get(key.lower(), default)
-
-    def pop(self, key, *default):
-        return super().pop(key.lower(), *default)
-
-    def __getitem__(self, key):
-        return super().__getitem__(key.lower())
-
-
-class _RequestFailed(Exception):
-    def __init__(self, reason: str, refused: bool = False):
-        super().__init__(reason)
-        self.reason = reason
-        self.refused = refused
 
 
 def fetch_partition(rows: Iterable[dict], cfg, segment_id: str, partition_id: int, warc_dir: str,

@@ -42,17 +42,19 @@ class HostPoliteness:
     backoff_until: float = 0.0
     consecutive_failures: int = 0
     in_flight: int = 0
+    last_start_at: Optional[float] = None
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     @classmethod
     def from_config(cls, cfg, crawl_delay_s: Optional[float] = None, next_allowed_at: float = 0.0,
-                    backoff_until: float = 0.0, consecutive_failures: int = 0) -> "HostPoliteness":
+                    backoff_until: float = 0.0, consecutive_failures: int = 0,
+                    rng: Optional[random.Random] = None) -> "HostPoliteness":
         delay = max(cfg["politeness.default_delay_s"], crawl_delay_s or 0.0)
         return cls(delay_s=delay, max_concurrency=cfg["politeness.max_concurrency_per_host"],
                    backoff_base_s=cfg["politeness.backoff_base_s"],
                    backoff_max_s=cfg["politeness.backoff_max_s"],
                    next_allowed_at=next_allowed_at or 0.0, backoff_until=backoff_until or 0.0,
-                   consecutive_failures=consecutive_failures or 0)
+                   consecutive_failures=consecutive_failures or 0, rng=rng or random.Random())
 
     def ready_at(self) -> float:
         """Earliest time the next request may start (ignoring the in-flight cap)."""
@@ -69,7 +71,15 @@ class HostPoliteness:
         if self.in_flight >= self.max_concurrency or now < self.ready_at():
             raise RuntimeError("politeness violation: slot taken before it was granted")
         self.in_flight += 1
+        self.last_start_at = now
         self.next_allowed_at = now + self.delay_s
+
+    def set_delay(self, delay_s: float) -> None:
+        """Adopt a new delay (robots.txt's Crawl-delay, learnt after its request): it also
+        applies to the gap after the request already started."""
+        self.delay_s = delay_s
+        if self.last_start_at is not None:
+            self.next_allowed_at = max(self.next_allowed_at, self.last_start_at + delay_s)
 
     def finish(self, now: float, http_status: Optional[int], retry_after: Optional[str] = None,
                failed: bool = False) -> None:

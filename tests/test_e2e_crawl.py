@@ -110,3 +110,16 @@ def test_rerunning_jobs_on_a_segment_changes_nothing(spark, crawled):
     for name, path in (("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb), ("fetchlog", crawl.fetchlog),
                        ("parse", crawl.segment(segment, "parse"))):
         assert_df_equality(read(spark, path), before[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_overview_notebook_runs_locally(crawled):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    notebook = Path(__file__).resolve().parents[1] / "notebooks" / "crawl_overview.py"
+    done = subprocess.run([sys.executable, str(notebook)], capture_output=True, text=True, timeout=300,
+                          env={**os.environ, "CRAWL_DIR": crawled["dir"]})
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "robots_denied" in done.stdout and "requests" in done.stdout

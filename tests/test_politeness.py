@@ -68,3 +68,11 @@ def test_exponential_backoff_with_jitter_grows_and_success_resets():
     h.start(h.ready_at())
     h.finish(h.ready_at(), 200)
     assert h.consecutive_failures == 0
+
+
+def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
+    h = host(delay_s=1.0)
+    h.start(10.0)          # robots.txt itself, under the default delay
+    h.finish(10.2, 200)
+    h.set_delay(3.0)       # its Crawl-delay
+    assert h.ready_at() == pytest.approx(13.0)

@@ -1,83 +1,135 @@
+"""robots.txt (RFC 9309) conformance: (robots.txt, product token, URL, allowed?) cases, one rule each."""
 import pytest
 
-from crawler_lib.robots import OK, UNAVAILABLE, UNREACHABLE, RobotsPolicy
+from crawler_lib.robots import RobotsPolicy, RobotsRules, canonical, product_token
 
-ROBOTS = """\ufeff# comment line
-User-agent: FooBot
-User-agent: other
-Disallow: /private   # trailing comment
-Allow: /private/ok
-Crawl-delay: 2.5
+STAR_X = "User-agent: *\nDisallow: /x\n"
 
-User-agent: *
-Disallow: /
-Sitemap: http://example.com/sitemap.xml
+CASES = [
+    # --- group selection by product token (2.2.1)
+    ("User-agent: foobot\nDisallow: /\n", "foobot", "/a", False),
+    ("User-agent: FooBot\nDisallow: /\n", "foobot", "/a", False),             # case-insensitive
+    ("User-agent: foobot\nDisallow: /\n", "FOOBOT", "/a", False),
+    ("User-agent: FooBot/1.2\nDisallow: /\n", "foobot", "/a", False),         # token of a UA value
+    ("User-agent: foo\nDisallow: /\n", "foobot", "/a", True),                 # no substring match
+    ("User-agent: foobotx\nDisallow: /\n", "foobot", "/a", True),
+    ("User-agent: *\nDisallow: /\n", "foobot", "/a", False),                  # * fallback
+    ("User-agent: foobot\nAllow: /\nUser-agent: *\nDisallow: /\n", "foobot", "/a", True),  # specific wins
+    ("User-agent: other\nDisallow: /\nUser-agent: *\nAllow: /\n", "foobot", "/a", True),
+    ("User-agent: a\nUser-agent: foobot\nDisallow: /p\n", "foobot", "/p", False),  # several UA lines
+    ("User-agent: a\nUser-agent: foobot\nDisallow: /p\n", "a", "/p", False),
+    ("User-agent: foobot\nDisallow: /a\n\nUser-agent: b\nDisallow: /b\n\nuser-agent: FOOBOT\nDisallow: /c\n",
+     "foobot", "/c", False),                                                   # groups combined
+    ("User-agent: foobot\nDisallow: /a\n\nUser-agent: b\nDisallow: /b\n\nuser-agent: FOOBOT\nDisallow: /c\n",
+     "foobot", "/a", False),
+    ("User-agent: foobot\nDisallow: /a\n\nUser-agent: b\nDisallow: /b\n", "foobot", "/b", True),
+    ("User-agent: foobot\nDisallow: /a\nUser-agent: *\nDisallow: /b\n", "foobot", "/b", True),  # * not merged
+    ("", "foobot", "/anything", True),                                        # empty file
+    ("User-agent: other\nDisallow: /\n", "foobot", "/a", True),               # no group applies
+    ("Disallow: /x\nUser-agent: *\nDisallow: /y\n", "foobot", "/x", True),     # rules before any group
+    # --- longest match, Allow on ties (2.2.2)
+    ("User-agent: *\nDisallow: /a\nAllow: /a/b\n", "foobot", "/a/b/c", True),
+    ("User-agent: *\nAllow: /a\nDisallow: /a/b\n", "foobot", "/a/b/c", False),
+    ("User-agent: *\nDisallow: /page\nAllow: /page\n", "foobot", "/page", True),
+    ("User-agent: *\nAllow: /page\nDisallow: /page\n", "foobot", "/page", True),
+    ("User-agent: *\nDisallow: /\nAllow: /$\n", "foobot", "/", True),
+    ("User-agent: *\nDisallow: /\nAllow: /$\n", "foobot", "/a", False),
+    ("User-agent: *\nDisallow: /p\nAllow: /p*\n", "foobot", "/page", True),
+    ("User-agent: *\nDisallow: /fish/\n", "foobot", "/fish", True),
+    ("User-agent: *\nDisallow: /A\n", "foobot", "/a", True),                  # paths are case-sensitive
+    ("User-agent: *\nDisallow:\n", "foobot", "/a", True),                     # empty rule ignored
+    ("User-agent: *\nAllow:\nDisallow: /a\n", "foobot", "/a", False),
+    # --- special characters * and $ (2.2.3)
+    ("User-agent: *\nDisallow: /fish*\n", "foobot", "/fish.html", False),
+    ("User-agent: *\nDisallow: /*.php\n", "foobot", "/folder/filename.php?params", False),
+    ("User-agent: *\nDisallow: /*.php$\n", "foobot", "/filename.php", False),
+    ("User-agent: *\nDisallow: /*.php$\n", "foobot", "/filename.php?x", True),
+    ("User-agent: *\nDisallow: /*.php$\n", "foobot", "/filename.php5", True),
+    ("User-agent: *\nDisallow: /$\n", "foobot", "/", False),
+    ("User-agent: *\nDisallow: /$\n", "foobot", "/a", True),
+    ("User-agent: *\nDisallow: /*/x\n", "foobot", "/a/b/x", False),
+    ("User-agent: *\nDisallow: /a**b\n", "foobot", "/a--b", False),
+    ("User-agent: *\nAllow: /a$\nDisallow: /a\n", "foobot", "/ab", False),
+    ("User-agent: *\nDisallow: /q?a=1\n", "foobot", "/q?a=1&b=2", False),     # query is part of the path
+    ("User-agent: *\nDisallow: /*?\n", "foobot", "/page?x", False),
+    ("User-agent: *\nDisallow: /*?\n", "foobot", "/page", True),
+    # --- percent-encoding equivalence (2.2.2)
+    ("User-agent: *\nDisallow: /foo/bar?baz=https://foo.bar\n", "foobot",
+     "/foo/bar?baz=https%3A%2F%2Ffoo.bar", False),
+    ("User-agent: *\nDisallow: /foo/bar?baz=https%3A%2F%2Ffoo.bar\n", "foobot",
+     "/foo/bar?baz=https://foo.bar", False),
+    ("User-agent: *\nDisallow: /foo/bar/\u30c4\n", "foobot", "/foo/bar/%E3%83%84", False),
+    ("User-agent: *\nDisallow: /foo/bar/%e3%83%84\n", "foobot", "/foo/bar/%E3%83%84", False),
+    ("User-agent: *\nDisallow: /foo/bar/%62%61%7A\n", "foobot", "/foo/bar/baz", False),
+    ("User-agent: *\nDisallow: /foo/bar/baz\n", "foobot", "/foo/bar/%62%61%7A", False),
+    ("User-agent: *\nDisallow: /%7Ejoe\n", "foobot", "/~joe/index.html", False),
+    ("User-agent: *\nDisallow: /a%2Ab\n", "foobot", "/a-x-b", True),          # an escaped * is literal
+    ("User-agent: *\nDisallow: /100%25\n", "foobot", "/100%25/x", False),
+    # --- /robots.txt always allowed (2.2.2)
+    ("User-agent: *\nDisallow: /\n", "foobot", "/robots.txt", True),
+    ("User-agent: *\nDisallow: /robots.txt\n", "foobot", "/robots.txt", True),
+    # --- syntax: comments, case of keys, whitespace, line endings, BOM (2.2)
+    ("# a comment\nUser-agent: * # all\nDisallow: /x # no x\n", "foobot", "/x", False),
+    ("User-agent: *\nDisallow: /a#b\n", "foobot", "/ac", False),                # '#' starts a comment
+    ("user-agent: *\ndisallow: /x\n", "foobot", "/x", False),
+    ("USER-AGENT: *\nDISALLOW: /x\n", "foobot", "/x", False),
+    ("User-Agent : *\n  Disallow :   /x   \n", "foobot", "/x", False),
+    ("User-agent: *\r\nDisallow: /x\r\n", "foobot", "/x", False),
+    ("User-agent: *\rDisallow: /x\r", "foobot", "/x", False),
+    ("\ufeffUser-agent: *\nDisallow: /x\n", "foobot", "/x", False),
+    ("User-agent: *\nDisallow /x\nDisallow: /y\n", "foobot", "/x", True),     # a line without ':' is ignored
+    ("User-agent: *\nDisallow: /y\nSitemap: http://h/s.xml\nDisallow: /x\n", "foobot", "/x", False),
+    ("User-agent: *\nUnknown-directive: yes\nDisallow: /x\n", "foobot", "/x", False),
+]
 
-user-agent: foobot
-disallow: /also
-"""
+
+@pytest.mark.parametrize("robots, agent, path, allowed", CASES)
+def test_rfc9309_case(robots, agent, path, allowed):
+    policy = RobotsPolicy.from_fetch(200, robots.encode("utf-8"))
+    assert policy.allowed("http://example.com" + path, agent) is allowed
 
 
-def policy(text=ROBOTS):
-    return RobotsPolicy.from_fetch(200, text.encode("utf-8"))
+def test_at_least_sixty_cases():
+    assert len(CASES) >= 60
 
 
-@pytest.mark.parametrize("url, agent, allowed", [
-    ("http://example.com/", "FooBot", True),
-    ("http://example.com/private/x", "FooBot", False),
-    ("http://example.com/private/ok/1", "FooBot", True),          # longest match wins
-    ("http://example.com/also/x", "foobot", False),               # groups for one agent combined
-    ("http://example.com/private", "OTHER", False),               # case-insensitive, several UA lines
-    ("http://example.com/anything", "SomeoneElse", False),        # * fallback
-    ("http://example.com/robots.txt", "SomeoneElse", True),       # /robots.txt always allowed
-])
-def test_group_selection_and_matching(url, agent, allowed):
-    assert policy().allowed(url, agent) is allowed
-
-
-def test_crawl_delay_and_sitemaps():
-    assert policy().crawl_delay("foobot") == 2.5
-    assert policy().crawl_delay("someone") is None
-    assert policy().sitemaps() == ["http://example.com/sitemap.xml"]
-
-
-def test_allow_wins_a_tie_and_wildcards():
-    p = policy("User-agent: *\nDisallow: /page\nAllow: /page\nDisallow: /*.php$\nDisallow: /a*b\n")
-    assert p.allowed("http://x/page", "bot")
-    assert not p.allowed("http://x/index.php", "bot")
-    assert p.allowed("http://x/index.php?x=1", "bot")
-    assert not p.allowed("http://x/a-long-b", "bot")
-
-
-def test_percent_encoding_equivalence():
-    p = policy("User-agent: *\nDisallow: /%7Euser\n")
-    assert not p.allowed("http://x/~user/page", "bot")
-
-
-@pytest.mark.parametrize("ending", ["\n", "\r\n", "\r"])
-def test_any_line_ending(ending):
-    text = ending.join(["User-agent: *", "Disallow: /x", ""])
-    assert not policy(text).allowed("http://h/x", "bot")
-    assert policy(text).allowed("http://h/y", "bot")
-
-
-def test_only_first_max_bytes_are_parsed():
+def test_parse_limit_500_kib():
     filler = "# " + "x" * 1000 + "\n"
-    text = "User-agent: *\n" + filler * 600 + "Disallow: /late\n"
-    assert RobotsPolicy.from_fetch(200, text.encode(), max_bytes=512000).allowed("http://h/late", "bot")
-    assert not RobotsPolicy.from_fetch(200, text.encode(), max_bytes=10**7).allowed("http://h/late", "bot")
+    text = ("User-agent: *\n" + filler * 600 + "Disallow: /late\n").encode()
+    assert RobotsPolicy.from_fetch(200, text).allowed("http://h/late", "bot")            # beyond 500 KiB
+    assert not RobotsPolicy.from_fetch(200, text, max_bytes=10**7).allowed("http://h/late", "bot")
 
 
-@pytest.mark.parametrize("status, outcome, allowed", [
-    (200, OK, True), (404, UNAVAILABLE, True), (401, UNAVAILABLE, True), (403, UNAVAILABLE, True),
-    (500, UNREACHABLE, False), (503, UNREACHABLE, False), (None, UNREACHABLE, False),
+@pytest.mark.parametrize("robots, agent, delay", [
+    ("User-agent: *\nCrawl-delay: 2.5\n", "foobot", 2.5),
+    ("User-agent: foobot\nCrawl-delay: 7\nUser-agent: *\nCrawl-delay: 1\n", "FooBot", 7.0),
+    ("User-agent: foobot\nDisallow: /x\nUser-agent: *\nCrawl-delay: 1\n", "foobot", None),
+    ("User-agent: *\nCrawl-delay: soon\n", "foobot", None),
+    ("User-agent: *\nCrawl-delay: -1\n", "foobot", None),
 ])
-def test_fetch_outcomes(status, outcome, allowed):
-    p = RobotsPolicy.from_fetch(status, b"User-agent: *\nAllow: /\n")
-    assert p.outcome == outcome
-    assert p.allowed("http://h/page", "bot") is allowed
+def test_crawl_delay(robots, agent, delay):
+    assert RobotsRules(robots).crawl_delay(agent) == delay
+
+
+def test_sitemaps_are_global():
+    rules = RobotsRules("Sitemap: http://h/a.xml\nUser-agent: x\nDisallow: /\nsitemap: http://h/b.xml\n")
+    assert rules.sitemaps == ["http://h/a.xml", "http://h/b.xml"]
+
+
+@pytest.mark.parametrize("status, allowed", [(200, False), (204, False), (400, True), (401, True), (403, True),
+                                             (404, True), (410, True), (429, False), (500, False), (503, False),
+                                             (None, False)])
+def test_fetch_status_semantics(status, allowed):
+    policy = RobotsPolicy.from_fetch(status, b"User-agent: *\nDisallow: /\n")
+    assert policy.allowed("http://h/page", "bot") is allowed
+
+
+def test_helpers():
+    assert product_token("Mozilla/5.0 (compatible)") == "mozilla"
+    assert product_token("*") == "*"
+    assert canonical("/a%2fb%7E%e3%83%84\u00fc") == "/a/b~%E3%83%84%C3%BC"
 
 
 def test_garbage_never_raises():
-    p = RobotsPolicy.from_fetch(200, bytes(range(256)) * 50)
-    assert p.allowed("http://h/", "bot") in (True, False)
+    policy = RobotsPolicy.from_fetch(200, bytes(range(256)) * 50 + b"\nUser-agent: *\nDisallow: /*$**$\n")
+    assert policy.allowed("http://h/", "bot") in (True, False)

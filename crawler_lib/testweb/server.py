@@ -26,8 +26,8 @@ WORDS = ("crawl", "spark", "delta", "lake", "segment", "fetch", "parse", "robots
 class Site:
     index: int
     port: int = 0
-    robots: str = ""
     in_flight: int = 0
+    page_requests: int = 0
 
 
 @dataclass
@@ -42,6 +42,10 @@ class TestWeb:
     lifetime_s: float = 900.0
     response_delay_s: float = 0.0
     log_path: Optional[str] = None
+    # Per-host behaviour by host index: {"crawl_delay": 0.5} (robots.txt Crawl-delay),
+    # {"robots_status": 503} (robots.txt answers that status), {"throttle_every": 3, "retry_after": 2}
+    # (every third page request answers 429 with that Retry-After).
+    profiles: dict = field(default_factory=dict)
     sites: list[Site] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
 
@@ -57,8 +61,9 @@ class TestWeb:
         return [self.host_key(0) + "/"]
 
     def robots_for(self, index: int) -> str:
-        return ("User-agent: *\nDisallow: /private/\n"
-                f"Sitemap: {self.host_key(index)}/sitemap.xml\n")
+        delay = self.profiles.get(index, {}).get("crawl_delay")
+        return ("User-agent: *\nDisallow: /private/\n" + (f"Crawl-delay: {delay}\n" if delay else "")
+                + f"Sitemap: {self.host_key(index)}/sitemap.xml\n")
 
     def reachable_urls(self) -> set[str]:
         """Every URL a correct crawler discovers from the seeds (normalized form)."""
@@ -109,8 +114,14 @@ class TestWeb:
 
     def _respond(self, site: Site, request: web.Request) -> web.Response:
         path = request.path
+        profile = self.profiles.get(site.index, {})
         if path == "/robots.txt":
+            if profile.get("robots_status"):
+                return web.Response(status=profile["robots_status"], text="robots.txt is failing")
             return web.Response(text=self.robots_for(site.index), content_type="text/plain")
+        site.page_requests += 1
+        if profile.get("throttle_every") and site.page_requests % profile["throttle_every"] == 0:
+            return web.Response(status=429, headers={"Retry-After": str(profile["retry_after"])}, text="slow down")
         if path == "/old":
             return web.Response(status=301, headers={"Location": "/page/1"})
         if path == "/":
