@@ -2,10 +2,12 @@
 
 Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
 in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host)
-and in total (generate.top_n). Writes, in order: the fetch list, then the URL leases (CrawlDB MERGE:
-version+1, lease_id = segment id, lease expiry: the commit point), then the host leases (HostDB).
-A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb ignores
-(versions do not match); after it, leases expire and the URLs return to the pool.
+and in total (generate.top_n); URLs that the host's fresh cached robots.txt disallows are marked
+robots_denied instead of leased. Writes, in order: the host leases (HostDB, conditional: one live
+owner per host), the fetch list, then the URL leases (CrawlDB MERGE: version+1, lease_id = segment
+id, lease expiry: the commit point). A crash before the URL-lease commit leaves an orphan fetch list
+whose results updatedb ignores (versions do not match) and host leases that expire; after it,
+leases expire and the URLs return to the pool.
 """
 from __future__ import annotations
 
@@ -18,6 +20,7 @@ from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir, new_segment_id
+from crawler_lib.robots import cached_verdicts
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
 from jobs.base import CrawlJob, utc_now
@@ -58,8 +61,9 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         "last_modified",
         F.pmod(F.xxhash64("host_key"), F.lit(partitions)).cast("int").alias("fetch_partition")
     ).localCheckpoint()  # freeze the selection: every step below must see the same rows
+    candidates, denied = _apply_cached_robots(spark, cfg, crawl, candidates, hostdb, now)
     if candidates.isEmpty():
-        return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions}
+        return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied}
 
     # 1. Host leases: a host is owned by at most one live segment (conditional MERGE; Delta's
     #    conflict detection makes one of two concurrent generates fail rather than both win).
@@ -90,7 +94,32 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         overwrite(fetchlist.join(mine, ["url", "version"], "left_semi").localCheckpoint()
                   .repartition(partitions, "fetch_partition"), fetchlist_path)
     hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
-    return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions}
+    return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions,
+            "robots_denied": denied}
+
+
+def _apply_cached_robots(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
+    """Drop candidates the host's fresh cached robots.txt disallows and mark them robots_denied, so a
+    disallowed path never gets a lease. One row per host crosses into Python, not one per URL."""
+    agent = cfg["http.agent_name"]
+    per_host = (candidates.groupBy("host_key").agg(F.collect_list("url").alias("urls"))
+                .join(hostdb.select("host_key", "robots_status", "robots_body", "robots_expires_at"),
+                      "host_key", "left")
+                .withColumn("fresh", F.coalesce(F.col("robots_expires_at") > F.lit(now).cast("timestamp_ntz"),
+                                                F.lit(False))))
+    verdicts = spark.createDataFrame(per_host.rdd.flatMap(lambda r: cached_verdicts(
+        r.host_key, r.urls, r.robots_status, r.robots_body, r.fresh, agent)), "url string, allowed boolean")
+    verdicts = verdicts.localCheckpoint()
+    denied = candidates.join(verdicts.filter(~F.col("allowed")), "url", "left_semi")
+    denied_count = denied.count()
+    if denied_count:
+        recheck = F.lit(now + timedelta(seconds=cfg["robots.cache_ttl_s"])).cast("timestamp_ntz")
+        run_merge(ensure_table(spark, crawl.crawldb, schemas.url_state()).alias("t")
+                  .merge(denied.alias("s"), "t.url = s.url AND t.version = s.version - 1")
+                  .whenMatchedUpdate(set={"status": F.lit(st.ROBOTS_DENIED), "reason": F.lit("robots_txt"),
+                                          "next_fetch_at": recheck}))
+    allowed = candidates.join(verdicts.filter(F.col("allowed")), "url", "left_semi").localCheckpoint()
+    return allowed, denied_count
 
 
 def _sql_ts(value: datetime) -> str:
@@ -109,6 +138,9 @@ class Generate(CrawlJob):
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
         stats = run(spark, cfg, args.crawl_dir, args.top_n)
+        if stats["robots_denied"]:
+            print(f"generate: {stats['robots_denied']} URLs disallowed by cached robots.txt marked robots_denied",
+                  file=sys.stderr)
         if stats["segment"] is None:
             print("generate: no URLs due; no segment generated", file=sys.stderr)
             return 0

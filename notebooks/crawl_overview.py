@@ -57,6 +57,7 @@ show(crawldb.groupBy("host_key").agg(F.count("*").alias("urls"),
 per_segment = (fetchlog.groupBy("segment_id")
                .agg(F.count("*").alias("requests"), F.sum("bytes").alias("bytes"),
                     F.sum(F.expr("CAST(purpose = 'robots' AS INT)")).alias("robots_requests"),
-                    (F.max("ended_at").cast("double") - F.min("started_at").cast("double")).alias("seconds"))
+                    (F.max("ended_at").cast("timestamp").cast("double")
+                     - F.min("started_at").cast("timestamp").cast("double")).alias("seconds"))
                .orderBy("segment_id"))
 show(per_segment)

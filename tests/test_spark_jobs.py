@@ -87,3 +87,27 @@ def test_generate_with_nothing_due_writes_no_segment(spark, cfg, tmp_path):
     assert generate.run(spark, cfg, crawl)["segment"] is not None
     assert generate.run(spark, cfg, crawl)["segment"] is None
     assert len(CrawlDir(crawl).segment_ids()) == 1
+
+
+def test_generate_never_leases_a_path_cached_robots_disallow(spark, cfg, tmp_path):
+    from datetime import datetime, timedelta
+
+    from crawler_lib.spark import schemas
+
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [
+        "http://a.com/ok", "http://a.com/private/x", "http://b.com/private/y"])])
+    fresh = datetime.utcnow() + timedelta(hours=1)
+    hosts = spark.createDataFrame([
+        {"host_key": "http://a.com", "robots_status": "ok", "robots_body": "User-agent: *\nDisallow: /private\n",
+         "robots_expires_at": fresh, "consecutive_failures": 0},
+        {"host_key": "http://b.com", "robots_status": "ok", "robots_body": "User-agent: *\nDisallow: /private\n",
+         "robots_expires_at": datetime(2000, 1, 1), "consecutive_failures": 0}], schemas.host_state())
+    hosts.write.format("delta").mode("overwrite").save(CrawlDir(crawl).hostdb)
+    stats = generate.run(spark, cfg, crawl)
+    assert stats["robots_denied"] == 1
+    leased = {r.url for r in read(spark, CrawlDir(crawl).segment(stats["segment"], "fetchlist")).collect()}
+    assert leased == {"http://a.com/ok", "http://b.com/private/y"}  # b.com's rules are stale: fetcher decides
+    rows = {r.url: r for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    assert (rows["http://a.com/private/x"].status, rows["http://a.com/private/x"].lease_id) == ("robots_denied", None)
+    assert rows["http://a.com/private/x"].next_fetch_at > datetime.utcnow()
