@@ -11,7 +11,7 @@ export CRAWLER_JARS_DIR := $(CURDIR)/$(CACHE)/jars
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 
-.PHONY: setup demo test test-unit test-spark test-e2e clean check-java dist
+.PHONY: setup demo test test-unit bench clean check-java dist
 
 setup: check-java $(DEPS_STAMP) $(JARS_STAMP)
 
@@ -36,6 +36,9 @@ test: setup
 
 test-unit: setup
 	$(PY) -m pytest -q -m "not spark and not e2e"
+
+bench: setup
+	$(PY) -m bench
 
 dist: setup
 	$(PY) -m pip wheel --no-deps -w dist .

@@ -106,16 +106,24 @@ class AiohttpTransport:
             use_dns_cache=True, ttl_dns_cache=300, socket_factory=self.guard.socket_factory)
         timeout = aiohttp.ClientTimeout(total=self.cfg["http.timeout_s"],
                                         sock_connect=self.cfg["http.connect_timeout_s"])
+        trace = aiohttp.TraceConfig()
+        trace.on_request_headers_sent.append(self._headers_sent)
         self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                             headers={"User-Agent": self.user_agent})
+                                             headers={"User-Agent": self.user_agent}, trace_configs=[trace])
         return self
+
+    @staticmethod
+    async def _headers_sent(session, context, params) -> None:
+        context.trace_request_ctx["on_sent"]()
 
     async def __aexit__(self, *exc) -> None:
         await self.session.close()
 
-    async def get(self, url: str, headers: dict, max_bytes: int) -> Response:
+    async def get(self, url: str, headers: dict, max_bytes: int, on_sent: Callable[[], None]) -> Response:
+        """`on_sent` is called when the request has been written to the socket."""
         try:
-            async with self.session.get(url, allow_redirects=False, headers=headers) as resp:
+            async with self.session.get(url, allow_redirects=False, headers=headers,
+                                        trace_request_ctx={"on_sent": on_sent}) as resp:
                 peer = resp.connection.transport.get_extra_info("peername") if resp.connection else None
                 chunks, size, truncated = [], 0, False
                 async for chunk in resp.content.iter_chunked(65536):
@@ -363,7 +371,8 @@ class PartitionFetcher:
         error = None
         try:
             response = await self.transport.get(
-                url, {"Accept": ACCEPT, "Accept-Encoding": "gzip, deflate", **(extra_headers or {})}, max_bytes)
+                url, {"Accept": ACCEPT, "Accept-Encoding": "gzip, deflate", **(extra_headers or {})}, max_bytes,
+                on_sent=lambda: host.politeness.sent(self.clock()))
         except RequestFailed as failure:
             if failure.refused:
                 raise  # nothing was sent: not a request, not logged

@@ -74,6 +74,11 @@ class HostPoliteness:
         self.last_start_at = now
         self.next_allowed_at = now + self.delay_s
 
+    def sent(self, now: float) -> None:
+        """The request granted at `start` left later (connect, event-loop lag): the next start waits a
+        full delay from when the host actually saw this one begin."""
+        self.next_allowed_at = max(self.next_allowed_at, now + self.delay_s)
+
     def set_delay(self, delay_s: float) -> None:
         """Adopt a new delay (robots.txt's Crawl-delay, learnt after its request): it also
         applies to the gap after the request already started."""

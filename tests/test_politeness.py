@@ -76,3 +76,11 @@ def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
     h.finish(10.2, 200)
     h.set_delay(3.0)       # its Crawl-delay
     assert h.ready_at() == pytest.approx(13.0)
+
+
+def test_a_late_send_pushes_the_next_start():
+    h = host(delay_s=1.0)
+    h.start(0.0)
+    h.sent(0.05)           # the request left 50 ms after its slot was granted
+    h.finish(0.2, 200)
+    assert h.ready_at() == pytest.approx(1.05)

@@ -39,10 +39,11 @@ class SimulatedWeb:
     async def __aexit__(self, *exc):
         return None
 
-    async def get(self, url, headers, max_bytes):
+    async def get(self, url, headers, max_bytes, on_sent):
         host_key, path = url[: url.index("/", 8)], url[url.index("/", 8):]
         spec = self.hosts[host_key]
         start = EPOCH + self.loop.time()
+        on_sent()
         self.in_flight[host_key] += 1
         self.max_in_flight[host_key] = max(self.max_in_flight[host_key], self.in_flight[host_key])
         await asyncio.sleep(SERVICE_S)

@@ -190,14 +190,14 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description="serve the local multi-host test web")
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--pages-per-host", type=int, default=12)
-    parser.add_argument("--seeds", default="seeds.txt", help="seed file to write")
+    parser.add_argument("--seeds", default="seeds.txt", help="seed file to write (every host's root)")
     parser.add_argument("--log", help="append the request log here (JSON lines)")
     parser.add_argument("--lifetime-s", type=float, default=600.0)
     args = parser.parse_args(argv)
     web = TestWeb(hosts=args.hosts, pages_per_host=args.pages_per_host, lifetime_s=args.lifetime_s,
                   log_path=args.log).start()
     with open(args.seeds, "w", encoding="utf-8") as handle:
-        handle.write("\n".join(web.seeds()) + "\n")
+        handle.write("\n".join(key + "/" for key in web.host_keys) + "\n")
     print(f"test web: {' '.join(web.host_keys)}; seeds in {args.seeds}; stops in {args.lifetime_s:g}s",
           flush=True)
     try:

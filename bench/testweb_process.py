@@ -1,0 +1,35 @@
+"""The local test web in a separate process, for benchmarks (the peer must not share our GIL)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
+
+
+@contextmanager
+def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: float = 900):
+    seeds = os.path.join(directory, "testweb-seeds.txt")
+    log_path = os.path.join(directory, "testweb-log.jsonl")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "crawler_lib.testweb.server", "--hosts", str(hosts), "--pages-per-host",
+         str(pages_per_host), "--seeds", seeds, "--log", log_path, "--lifetime-s", str(lifetime_s)],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        process.stdout.readline()  # "test web: ... stops in ...": the server is up
+        with open(seeds, encoding="utf-8") as handle:
+            host_keys = [line.strip().rstrip("/") for line in handle if line.strip()]
+        yield host_keys, log_path
+    finally:
+        process.terminate()
+        process.wait(10)
+
+
+def read_log(log_path: str) -> list[dict]:
+    time.sleep(0.1)  # the server appends after each response
+    if not os.path.exists(log_path):
+        return []
+    with open(log_path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle]
