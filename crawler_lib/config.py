@@ -137,6 +137,8 @@ class Config(Mapping[str, Any]):
                     "generate.top_n", "generate.max_per_host", "http.max_body_bytes"):
             if self[key] < 1:
                 raise ConfigError(f"config key {key}: must be >= 1, got {self[key]}")
+        if not 0 <= self["dedup.max_hamming_distance"] <= 3:
+            raise ConfigError("config key dedup.max_hamming_distance: must be 0..3 (4-block SimHash join)")
         for cidr in self["security.allow_networks"]:
             try:
                 ipaddress.ip_network(cidr, strict=False)

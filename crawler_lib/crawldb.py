@@ -15,7 +15,8 @@ updatedb decision table (fetch outcome -> new status, next fetch):
 
 Every applied result clears the lease (lease_id = NULL): that is what makes a second updatedb of the
 same segment a no-op. The adaptive interval shrinks when the content digest changed and grows when
-it did not, clamped to [schedule.min_interval_s, schedule.max_interval_s].
+it did not, clamped to [schedule.min_interval_s, schedule.max_interval_s]; URLs with priority >=
+schedule.high_priority_min stay on schedule.high_priority_interval_s (the daily high-value tier).
 """
 from __future__ import annotations
 
@@ -74,6 +75,9 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
     new["last_fetch_at"] = fetched_at
     if outcome == st.RESPONSE:
         new["http_status"] = http_status
+        if http_status != 304:  # a 304 keeps pointing at the capture that holds the content
+            new.update(warc_filename=result.get("warc_filename"), warc_offset=result.get("warc_offset"),
+                       warc_length=result.get("warc_length"))
     interval = state.get("fetch_interval_s") or cfg["schedule.default_interval_s"]
 
     if outcome == st.RESPONSE and (200 <= http_status < 300 or http_status == 304):
@@ -83,15 +87,15 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
         elif state.get("content_digest"):
             interval = interval * CHANGED_FACTOR
         interval = _clamp(interval, cfg)
+        if (state.get("priority") or 0.0) >= cfg["schedule.high_priority_min"]:
+            interval = cfg["schedule.high_priority_interval_s"]  # the high-value tier stays on its cadence
         new.update(status=st.FETCHED, reason=None, failure_count=0, fetch_interval_s=interval,
                    next_fetch_at=fetched_at + timedelta(seconds=interval))
         if http_status != 304:
             new.update(content_type=result.get("content_type"), etag=result.get("etag"),
-                       last_modified=result.get("last_modified"), redirect_to=None,
-                       warc_filename=result.get("warc_filename"), warc_offset=result.get("warc_offset"),
-                       warc_length=result.get("warc_length"))
+                       last_modified=result.get("last_modified"), redirect_to=None)
             if parse:
-                new["content_digest"] = parse.get("content_digest")
+                new.update(content_digest=parse.get("content_digest"), simhash=parse.get("simhash"))
             if result.get("truncated"):
                 new["reason"] = "truncated"
         return new

@@ -14,6 +14,7 @@ from typing import Optional
 
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler_lib.fingerprint import simhash64, to_signed
 from crawler_lib.urls import UrlRejected, resolve
 from crawler_lib.warc import read_response
 
@@ -142,7 +143,7 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
     """
     row = {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
            "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
-           "content_digest": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
+           "content_digest": None, "simhash": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
     try:
         stored = read_response(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
     except (OSError, ValueError) as exc:
@@ -169,5 +170,5 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
         return row
     outlinks = [{"url": link.url, "anchor": link.anchor, "nofollow": link.nofollow} for link in parsed.outlinks]
     row.update(title=parsed.title, noindex=parsed.noindex, nofollow=parsed.nofollow, outlinks=outlinks,
-               links_dropped=parsed.links_dropped)
+               links_dropped=parsed.links_dropped, simhash=to_signed(simhash64(parsed.text)))
     return row

@@ -54,7 +54,7 @@ ip_address string, robots_decision string, error string
 
 PARSE_RESULT = """
 url string, version long, lease_id string, depth int, parse_status string, reason string,
-title string, content_digest string, noindex boolean, nofollow boolean,
+title string, content_digest string, simhash long, noindex boolean, nofollow boolean,
 outlinks array<struct<url: string, anchor: string, nofollow: boolean>>, links_dropped int
 """
 

@@ -15,6 +15,7 @@ COMMANDS = {
     "fetch": ("jobs.fetch", "Fetch"),
     "parse": ("jobs.parse", "Parse"),
     "updatedb": ("jobs.updatedb", "UpdateDb"),
+    "dedup": ("jobs.dedup", "Dedup"),
     "crawl": ("jobs.crawl", "Crawl"),
     "stats": ("jobs.stats", "Stats"),
     "dump": ("jobs.dump", "Dump"),

@@ -1,4 +1,4 @@
-"""crawl: inject (optional), then N cycles of generate -> fetch -> parse -> updatedb, one line each."""
+"""crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup."""
 from __future__ import annotations
 
 import sys
@@ -6,7 +6,7 @@ import time
 from typing import Callable, Optional
 
 from crawler_lib.crawldir import CrawlDir
-from jobs import fetch, generate, inject, parse, updatedb
+from jobs import dedup, fetch, generate, inject, parse, updatedb
 from jobs.base import CrawlJob
 
 
@@ -36,6 +36,9 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
         report(f"cycle {cycle}/{cycles} segment {segment}: generated {generated['urls']} URLs "
                f"({generated['hosts']} hosts), fetched {fetch.describe_outcomes(fetched['by_outcome'])}, "
                f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s")
+    if history:
+        marked = dedup.run(spark, cfg, crawl_dir)
+        report(f"dedup: {marked['duplicates']} of {marked['fetched_pages']} fetched pages are duplicates")
     return history
 
 

@@ -91,3 +91,17 @@ def test_discovered_rows_keep_blocked_urls_with_reason():
     assert ok["status"] == st.UNFETCHED and ok["next_fetch_at"] == NOW and ok["host_key"] == "http://a.com"
     assert (deep["status"], deep["reason"]) == (st.BLOCKED, "max_depth")
     assert (hops["status"], hops["reason"]) == (st.BLOCKED, "redirect_hops")
+
+
+def test_high_priority_tier_stays_daily_and_simhash_is_kept(cfg):
+    state = leased(priority=cfg["schedule.high_priority_min"], content_digest="sha256:a", fetch_interval_s=86400)
+    new = apply_fetch(state, result(), {"content_digest": "sha256:a", "simhash": -5}, cfg)
+    assert new["fetch_interval_s"] == cfg["schedule.high_priority_interval_s"] == 86400
+    assert new["simhash"] == -5
+
+
+def test_every_response_points_at_its_warc_record_but_304_keeps_the_capture(cfg):
+    gone = apply_fetch(leased(), result(http_status=404, warc_offset=99), None, cfg)
+    assert gone["warc_offset"] == 99
+    kept = apply_fetch(leased(warc_offset=10), result(http_status=304, warc_offset=500), None, cfg)
+    assert kept["warc_offset"] == 10

@@ -111,3 +111,39 @@ def test_generate_never_leases_a_path_cached_robots_disallow(spark, cfg, tmp_pat
     rows = {r.url: r for r in read(spark, CrawlDir(crawl).crawldb).collect()}
     assert (rows["http://a.com/private/x"].status, rows["http://a.com/private/x"].lease_id) == ("robots_denied", None)
     assert rows["http://a.com/private/x"].next_fetch_at > datetime.utcnow()
+
+
+def test_dedup_marks_identical_and_near_duplicates_and_is_idempotent(spark, cfg, tmp_path):
+    from datetime import datetime
+
+    from crawler_lib.crawldb import new_url_row
+    from crawler_lib.fingerprint import to_signed
+    from crawler_lib.spark import schemas
+    from jobs import dedup
+
+    base = 0xF0F0_1234_8000_F00D
+    rows = []
+    for url, seen, digest, simhash, status, marked in [
+            ("http://a.com/original", 1, "d1", base, "fetched", None),
+            ("http://b.com/copy", 2, "d1", base, "fetched", None),               # identical bytes
+            ("http://c.com/near", 3, "d2", base ^ 0b101, "fetched", None),       # 2 bits away
+            ("http://d.com/other", 4, "d3", ~base & (2**64 - 1), "fetched", None),
+            ("http://e.com/gone", 5, "d1", base, "gone", None),                  # not a fetched page
+            ("http://f.com/was-dup", 6, "d4", base ^ (0xFFFF << 20), "fetched", "http://x.com/")]:
+        row = new_url_row(url, datetime(2026, 1, seen), "seed")
+        row.update(status=status, content_digest=digest, simhash=to_signed(simhash), duplicate_of=marked)
+        rows.append(row)
+    crawl = str(tmp_path / "crawl")
+    spark.createDataFrame(rows, schemas.url_state()).write.format("delta").save(CrawlDir(crawl).crawldb)
+    stats = dedup.run(spark, cfg, crawl)
+    result = read(spark, CrawlDir(crawl).crawldb).select("url", "duplicate_of", "priority")
+    expected = spark.createDataFrame([
+        ("http://a.com/original", None, 1.0), ("http://b.com/copy", "http://a.com/original", 0.1),
+        ("http://c.com/near", "http://a.com/original", 0.1), ("http://d.com/other", None, 1.0),
+        ("http://e.com/gone", None, 1.0), ("http://f.com/was-dup", None, 1.0)],
+        "url string, duplicate_of string, priority double")
+    assert_df_equality(result, expected, ignore_row_order=True, ignore_nullable=True)
+    assert stats["duplicates"] == 2
+    before = read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect()
+    assert dedup.run(spark, cfg, crawl)["changed"] == 0
+    assert read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect() == before

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import random
 import threading
 import time
 from dataclasses import dataclass, field
@@ -18,8 +19,7 @@ from typing import Optional
 
 from aiohttp import web
 
-WORDS = ("crawl", "spark", "delta", "lake", "segment", "fetch", "parse", "robots", "polite", "host",
-         "index", "search", "page", "link", "graph", "warc", "record", "digest", "schedule", "lease")
+SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bu", "da", "fe", "go", "hi", "ju")
 
 
 @dataclass
@@ -65,6 +65,10 @@ class TestWeb:
         return ("User-agent: *\nDisallow: /private/\n" + (f"Crawl-delay: {delay}\n" if delay else "")
                 + f"Sitemap: {self.host_key(index)}/sitemap.xml\n")
 
+    # Linked from every home page: what a crawler must classify (path -> expected CrawlDB status).
+    SPECIAL_PATHS = {"/private/secret": "robots_denied", "/missing": "gone", "/old": "redirect",
+                     "/broken": "retry", "/page/0/copy": "fetched", "/page/0/near": "fetched"}
+
     def reachable_urls(self) -> set[str]:
         """Every URL a correct crawler discovers from the seeds (normalized form)."""
         urls = set()
@@ -72,10 +76,16 @@ class TestWeb:
             base = self.host_key(h)
             urls.add(base + "/")
             urls.update(f"{base}/page/{n}" for n in range(self.pages_per_host))
-            urls.update({base + "/private/secret", base + "/missing", base + "/old"})
+            urls.update(base + path for path in self.SPECIAL_PATHS)
         return urls
 
-    def page_html(self, h: int, n: Optional[int]) -> str:
+    @staticmethod
+    def page_text(h: int, n: Optional[int], words: int = 150) -> list[str]:
+        """Deterministic prose, different for every page (so pages are not near-duplicates by chance)."""
+        rng = random.Random(f"{h}:{n}")
+        return ["".join(rng.choice(SYLLABLES) for _ in range(rng.randint(1, 4))) for _ in range(words)]
+
+    def page_html(self, h: int, n: Optional[int], near: bool = False) -> str:
         p = self.pages_per_host
         own = self.host_key(h)
         targets = [0, 1] if n is None else [(n + 1) % p, (2 * n + 1) % p]
@@ -83,10 +93,12 @@ class TestWeb:
         other = self.host_key((h + 1) % self.hosts)
         links.append(f'<a href="{other}/page/{(n or 0) % p}">elsewhere</a>')
         if n is None:
-            links += ['<a href="/private/secret">secret</a>', '<a href="/missing">gone</a>',
-                      '<a href="/old">moved</a>', f'<a href="{own}/page/0#frag">same page</a>']
-        seed = (n if n is not None else -1) + 31 * h
-        words = " ".join(WORDS[(seed * 7 + i * 3) % len(WORDS)] for i in range(120))
+            links += [f'<a href="{path}">{path}</a>' for path in self.SPECIAL_PATHS]
+            links.append(f'<a href="{own}/page/0#frag">same page</a>')
+        text = self.page_text(h, n)
+        if near:
+            text[len(text) // 2] = "changed"  # one word differs: a near-duplicate of the page
+        words = " ".join(text)
         title = f"Host {h} {'home' if n is None else f'page {n}'}"
         return (f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
                 f"<p>{words}</p><nav>{' '.join(links)}</nav></body></html>")
@@ -124,10 +136,15 @@ class TestWeb:
             return web.Response(status=429, headers={"Retry-After": str(profile["retry_after"])}, text="slow down")
         if path == "/old":
             return web.Response(status=301, headers={"Location": "/page/1"})
+        near = False
         if path == "/":
             number = None
         elif path.startswith("/page/") and path[6:].isdigit() and int(path[6:]) < self.pages_per_host:
             number = int(path[6:])
+        elif path in ("/page/0/copy", "/page/0/near"):
+            number, near = 0, path.endswith("near")  # the copy is byte-identical to /page/0
+        elif path == "/broken":
+            return web.Response(status=500, text="server error")
         elif path.startswith("/error/"):  # not linked: tests seed it to exercise failure handling
             return web.Response(status=500, text="server error")
         elif path == "/busy":
@@ -137,7 +154,7 @@ class TestWeb:
                                 content_type="text/html")
         else:
             return web.Response(status=404, text="not found")
-        body = self.page_html(site.index, number).encode()
+        body = self.page_html(site.index, number, near).encode()
         etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
         if request.headers.get("If-None-Match") == etag:
             return web.Response(status=304, headers={"ETag": etag})
