@@ -11,9 +11,9 @@ import tempfile
 import time
 from collections import defaultdict
 
-from bench.testweb_process import local_test_web, read_log
 from crawler_lib.config import Config
 from crawler_lib.fetcher import fetch_partition
+from crawler_lib.testweb.process import local_test_web, read_log
 
 HOSTS, PAGES, DELAY_S = 4, 40, 0.25
 

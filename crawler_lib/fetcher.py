@@ -51,6 +51,7 @@ class _Host:
     robots_fetched_at: Optional[float] = None
     robots_expires_at: Optional[float] = None
     deferred_reason: Optional[str] = None
+    refused_reason: Optional[str] = None  # the SSRF guard refused the host's address
     dropped: bool = False
     failures_in_task: int = 0
 
@@ -226,7 +227,10 @@ class PartitionFetcher:
         if host.robots is None:
             await self._fetch_robots(host)
         crawl_delay = host.robots.crawl_delay(self.agent) if host.robots else None
-        if host.robots is None:
+        if host.refused_reason:
+            while host.rows:
+                self._emit_url(host.rows.popleft(), st.REFUSED_ADDRESS, reason=host.refused_reason)
+        elif host.robots is None:
             pass  # robots.txt could not be asked within the budget; _fetch_robots returned the URLs
         elif host.robots.outcome == UNREACHABLE:
             host.politeness.pause(self.clock(), self.cfg["robots.unreachable_pause_s"])
@@ -288,7 +292,7 @@ class PartitionFetcher:
         url = host.key + "/robots.txt"
         status: Optional[int] = None
         body = b""
-        for _hop in range(self.cfg["robots.max_redirects"] + 1):
+        for hop in range(self.cfg["robots.max_redirects"] + 1):
             refusal = await self._acquire(host)
             if refusal is not None:
                 self._return_rest(host, refusal)
@@ -296,13 +300,16 @@ class PartitionFetcher:
             response = None
             try:
                 response, _ = await self._request(host, url, "robots", max_bytes=self.cfg["robots.max_bytes"])
-            except RequestFailed:
-                pass
+            except RequestFailed as failure:
+                if failure.refused and hop == 0:
+                    host.refused_reason = failure.reason  # nothing of this host may be fetched
             finally:
                 self._connections.release()
                 host.politeness.finish(self.clock(), response.status if response else None,
                                        retry_after=response.header("Retry-After") if response else None,
-                                       failed=response is None)
+                                       failed=response is None and not host.refused_reason)
+            if host.refused_reason:
+                return
             status, body = (response.status, response.body) if response else (None, b"")
             location = response.header("Location") if status in (301, 302, 303, 307, 308) else None
             if not location:

@@ -162,14 +162,16 @@ def host_of(normalized_url: str) -> str:
 class UrlFilter:
     """Crawl-policy bounds applied after normalization; a refused URL is kept as `blocked`."""
 
-    def __init__(self, max_url_length: int, max_query_params: int, max_depth: int):
+    def __init__(self, max_url_length: int, max_query_params: int, max_depth: int, max_repeated_segments: int = 2):
         self.max_url_length = max_url_length
         self.max_query_params = max_query_params
         self.max_depth = max_depth
+        self.max_repeated_segments = max_repeated_segments
 
     @classmethod
     def from_config(cls, cfg) -> "UrlFilter":
-        return cls(cfg["limits.max_url_length"], cfg["limits.max_query_params"], cfg["limits.max_depth"])
+        return cls(cfg["limits.max_url_length"], cfg["limits.max_query_params"], cfg["limits.max_depth"],
+                   cfg["limits.max_repeated_segments"])
 
     def reason_to_block(self, normalized_url: str, depth: int = 0) -> Optional[str]:
         """None when the URL may be fetched, else the reason it is blocked."""
@@ -178,4 +180,22 @@ class UrlFilter:
             return "too_many_query_params"
         if depth > self.max_depth:
             return "max_depth"
+        if _repeats(urlsplit(normalized_url).path) > self.max_repeated_segments:
+            return "repeating_path_segments"
         return None
+
+
+MAX_TRAP_WIDTH = 8  # runs of up to 8 segments, over the first 128 segments: bounded work per URL
+
+
+def _repeats(path: str) -> int:
+    """Most times one run of path segments repeats back to back: /a/b/a/b/a/b -> 3 (a trap)."""
+    segments = [s for s in path.split("/") if s][:128]
+    best = 1
+    for width in range(1, min(MAX_TRAP_WIDTH, len(segments) // 2) + 1):
+        for start in range(0, len(segments) - width):
+            count = 1
+            while segments[start + count * width:start + (count + 1) * width] == segments[start:start + width]:
+                count += 1
+            best = max(best, count)
+    return best

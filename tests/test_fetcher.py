@@ -4,6 +4,8 @@ import time
 from collections import defaultdict
 from datetime import datetime
 
+import pytest
+
 from crawler_lib import status as st
 from crawler_lib.fetcher import fetch_partition
 
@@ -75,7 +77,7 @@ def test_ssrf_guard_refuses_addresses_outside_allow_networks(cfg, test_web, tmp_
     urls = [f"http://127.0.0.1:{port}/", f"http://localhost:{port}/page/1"]
     out = run(strict, rows_for(urls), tmp_path)
     assert test_web.log == []
-    assert all(r["outcome"] == st.NOT_ATTEMPTED and r["reason"] == "robots_unreachable" for r in out["url"])
+    assert all(r["outcome"] == st.REFUSED_ADDRESS and r["reason"] == "ssrf_loopback_address" for r in out["url"])
     assert out["request"] == []  # a refused connection is not a request sent
 
 
@@ -131,3 +133,17 @@ def test_retried_task_waits_a_delay_first(cfg, test_web, tmp_path):
     started = time.time()
     list(fetch_partition(rows_for([host + "/"], **cached), cfg, "seg", 0, str(tmp_path), attempt=1))
     assert test_web.log[0]["start"] - started >= cfg["politeness.default_delay_s"] - 0.01
+
+
+@pytest.mark.parametrize("hops, secret_fetched", [(2, False), (5, False), (6, True)])
+def test_robots_redirects_followed_up_to_five_hops(cfg, tmp_path, hops, secret_fetched):
+    from crawler_lib.testweb.server import TestWeb
+
+    with TestWeb(hosts=1, pages_per_host=1, profiles={0: {"robots_redirects": hops}}) as web:
+        host = web.host_keys[0]
+        out = run(cfg.with_overrides(politeness__default_delay_s=0.05), rows_for([host + "/private/secret"]),
+                  tmp_path)
+        paths = [e["path"] for e in web.log]
+    assert ("/private/secret" in paths) is secret_fetched  # > 5 hops: robots.txt "unavailable", allow all
+    assert len([p for p in paths if "robots" in p]) == min(hops, 5) + 1
+    assert out["url"][0]["outcome"] == (st.RESPONSE if secret_fetched else st.DENIED_BY_ROBOTS)

@@ -63,6 +63,14 @@ def test_resolve_relative_and_host_key():
     assert host_key("https://a.com:8443/x?y") == "https://a.com:8443"
 
 
+@pytest.mark.parametrize("url, blocked", [
+    ("http://a.com/a/b/a/b/a/b", True), ("http://a.com/x/x/x", True), ("http://a.com/a/b/c/a/b/c/a/b/c/d", True),
+    ("http://a.com/a/b/a/b", False), ("http://a.com/2024/01/01/", False), ("http://a.com/a/a", False),
+])
+def test_repeating_path_segments(url, blocked):
+    assert (UrlFilter(2048, 10, 10).reason_to_block(url) == "repeating_path_segments") is blocked
+
+
 def test_filter_bounds():
     url_filter = UrlFilter(max_url_length=100, max_query_params=2, max_depth=3)
     assert url_filter.reason_to_block("http://a.com/?a=1&b=2") is None

@@ -14,12 +14,26 @@ import json
 import random
 import threading
 import time
+import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
 from aiohttp import web
 
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bu", "da", "fe", "go", "hi", "ju")
+
+
+_BOMB: list[bytes] = []
+
+
+def _gzip_bomb(decoded_bytes: int = 64 * 2**20) -> bytes:
+    """gzip of `decoded_bytes` zeros, built in chunks (never holding the decoded size)."""
+    if not _BOMB:
+        compressor = zlib.compressobj(9, zlib.DEFLATED, zlib.MAX_WBITS | 16)
+        chunk = bytes(2**20)
+        parts = [compressor.compress(chunk) for _ in range(decoded_bytes // len(chunk))]
+        _BOMB.append(b"".join(parts) + compressor.flush())
+    return _BOMB[0]
 
 
 @dataclass
@@ -42,7 +56,8 @@ class TestWeb:
     lifetime_s: float = 900.0
     response_delay_s: float = 0.0
     log_path: Optional[str] = None
-    # Per-host behaviour by host index: {"crawl_delay": 0.5} (robots.txt Crawl-delay),
+    # Per-host behaviour by host index: {"hostile": True} (serves HOSTILE_PATHS),
+    # {"crawl_delay": 0.5} (robots.txt Crawl-delay), {"robots_redirects": 2} (robots.txt redirects twice),
     # {"robots_status": 503} (robots.txt answers that status), {"throttle_every": 3, "retry_after": 2}
     # (every third page request answers 429 with that Retry-After).
     profiles: dict = field(default_factory=dict)
@@ -104,6 +119,53 @@ class TestWeb:
                 f"<p>{words}</p><nav>{' '.join(links)}</nav></body></html>")
 
     # ------------------------------------------------------------------ serving
+    # What a hostile host serves (host profile {"hostile": True}), path -> what it does.
+    HOSTILE_PATHS = {
+        "/hostile/big": "20 MB text/html body",
+        "/hostile/bomb": "gzip bomb: 64 KiB on the wire, 64 MiB decoded",
+        "/hostile/drip": "one byte every 0.5 s for a minute",
+        "/hostile/type": "binary body labelled application/octet-stream",
+        "/hostile/garbage": "invalid bytes labelled text/html with a bogus charset",
+        "/hostile/loop": "302 to itself",
+        "/hostile/chain/0": "301 to /hostile/chain/1, and so on forever",
+        "/hostile/calendar/2000/1": "a calendar linking to the next month, forever",
+        "/hostile/links": "10,000 links, some with 5,000-character attribute values",
+    }
+
+    async def _hostile(self, request: web.Request) -> web.StreamResponse:
+        path = request.path
+        if path == "/hostile/big":
+            return web.Response(body=b"<html><body>" + b"x" * 20_000_000 + b"</body></html>",
+                                content_type="text/html")
+        if path == "/hostile/bomb":
+            return web.Response(body=_gzip_bomb(), headers={"Content-Encoding": "gzip",
+                                                            "Content-Type": "text/html"})
+        if path == "/hostile/drip":
+            response = web.StreamResponse(headers={"Content-Type": "text/html"})
+            await response.prepare(request)
+            for _ in range(120):
+                await response.write(b"x")
+                await asyncio.sleep(0.5)
+            return response
+        if path == "/hostile/type":
+            return web.Response(body=bytes(range(256)) * 40, content_type="application/octet-stream")
+        if path == "/hostile/garbage":
+            return web.Response(body=b"<html\x00<<a href='\xff\xfe'>" * 500 + b"\xc3\x28<title>\xe2",
+                                headers={"Content-Type": "text/html; charset=no-such-charset"})
+        if path == "/hostile/loop":
+            return web.Response(status=302, headers={"Location": "/hostile/loop"})
+        if path.startswith("/hostile/chain/") and path[15:].isdigit():
+            return web.Response(status=301, headers={"Location": f"/hostile/chain/{int(path[15:]) + 1}"})
+        if path.startswith("/hostile/calendar/"):
+            year, month = (int(x) for x in path.split("/")[3:5])
+            year, month = (year + 1, 1) if month == 12 else (year, month + 1)
+            return web.Response(text=f'<a href="/hostile/calendar/{year}/{month}">next</a>', content_type="text/html")
+        if path == "/hostile/links":
+            links = "".join(f'<a href="/l/{i}" title="{"t" * (5000 if i % 100 == 0 else 1)}">{i}</a>'
+                            for i in range(10_000))
+            return web.Response(text=f"<html><body>{links}</body></html>", content_type="text/html")
+        return web.Response(status=404, text="not found")
+
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         port = request.transport.get_extra_info("sockname")[1] if request.transport else 0
         site = next(s for s in self.sites if s.port == port)
@@ -113,7 +175,10 @@ class TestWeb:
         try:
             if self.response_delay_s:
                 await asyncio.sleep(self.response_delay_s)
-            response = self._respond(site, request)
+            if request.path.startswith("/hostile/") and self.profiles.get(site.index, {}).get("hostile"):
+                response = await self._hostile(request)
+            else:
+                response = self._respond(site, request)
             entry["status"] = response.status
             return response
         finally:
@@ -127,6 +192,12 @@ class TestWeb:
     def _respond(self, site: Site, request: web.Request) -> web.Response:
         path = request.path
         profile = self.profiles.get(site.index, {})
+        hops = profile.get("robots_redirects", 0)
+        if path == "/robots.txt" and hops or path.startswith("/robots-hop/"):
+            hop = int(path.rsplit("/", 1)[1]) if path.startswith("/robots-hop/") else 0
+            if hop < hops:
+                return web.Response(status=301, headers={"Location": f"/robots-hop/{hop + 1}"})
+            return web.Response(text=self.robots_for(site.index), content_type="text/plain")
         if path == "/robots.txt":
             if profile.get("robots_status"):
                 return web.Response(status=profile["robots_status"], text="robots.txt is failing")
@@ -210,9 +281,10 @@ def main(argv=None) -> int:
     parser.add_argument("--seeds", default="seeds.txt", help="seed file to write (every host's root)")
     parser.add_argument("--log", help="append the request log here (JSON lines)")
     parser.add_argument("--lifetime-s", type=float, default=600.0)
+    parser.add_argument("--hostile", action="store_true", help="host 0 also serves the hostile paths")
     args = parser.parse_args(argv)
     web = TestWeb(hosts=args.hosts, pages_per_host=args.pages_per_host, lifetime_s=args.lifetime_s,
-                  log_path=args.log).start()
+                  log_path=args.log, profiles={0: {"hostile": True}} if args.hostile else {}).start()
     with open(args.seeds, "w", encoding="utf-8") as handle:
         handle.write("\n".join(key + "/" for key in web.host_keys) + "\n")
     print(f"test web: {' '.join(web.host_keys)}; seeds in {args.seeds}; stops in {args.lifetime_s:g}s",

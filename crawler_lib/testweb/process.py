@@ -1,4 +1,4 @@
-"""The local test web in a separate process, for benchmarks (the peer must not share our GIL)."""
+"""The local test web in its own process (benchmarks and memory tests: the peer must not share our GIL or heap)."""
 from __future__ import annotations
 
 import json
@@ -10,12 +10,14 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: float = 900):
+def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: float = 900,
+                   hostile: bool = False):
     seeds = os.path.join(directory, "testweb-seeds.txt")
     log_path = os.path.join(directory, "testweb-log.jsonl")
     process = subprocess.Popen(
         [sys.executable, "-m", "crawler_lib.testweb.server", "--hosts", str(hosts), "--pages-per-host",
-         str(pages_per_host), "--seeds", seeds, "--log", log_path, "--lifetime-s", str(lifetime_s)],
+         str(pages_per_host), "--seeds", seeds, "--log", log_path, "--lifetime-s", str(lifetime_s)]
+        + (["--hostile"] if hostile else []),
         stdout=subprocess.PIPE, text=True)
     try:
         process.stdout.readline()  # "test web: ... stops in ...": the server is up
