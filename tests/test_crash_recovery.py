@@ -1,0 +1,90 @@
+"""At-least-once fetching, exactly-once effects: jobs killed at the dangerous moments, then rerun.
+
+A kill is simulated by removing what the dead job had not committed (Delta's log is the commit
+point): before the fetch output commit, between it and the derived tables, and a lease lost to
+expiry. After the rerun every URL is fetched or explicitly failed, no CrawlDB row is lost or
+duplicated, no result is applied twice, and no row points at a WARC file of the failed attempt.
+"""
+import shutil
+
+import pytest
+from delta.tables import DeltaTable
+from pyspark.sql import functions as F
+
+from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.tables import read
+from crawler_lib.testweb.server import TestWeb
+from jobs import fetch, generate, inject, parse, updatedb
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture
+def web():
+    with TestWeb(hosts=2, pages_per_host=3, lifetime_s=600) as web:
+        yield web
+
+
+def seeded(spark, cfg, web, tmp_path):
+    crawl = str(tmp_path / "crawl")
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("\n".join(f"{h}/page/{i}" for h in web.host_keys for i in range(3)) + "\n")
+    inject.run(spark, cfg, crawl, [str(seeds)])
+    return crawl
+
+
+def table_state(spark, crawl):
+    rows = read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect()
+    return rows, {r.url for r in rows}
+
+
+def test_fetch_killed_before_its_commit_refetches_and_applies_once(spark, cfg, web, tmp_path):
+    crawl = seeded(spark, cfg, web, tmp_path)
+    segment = generate.run(spark, cfg, crawl)["segment"]
+    fetch.run(spark, cfg, crawl, segment)
+    first_attempt_files = {r.warc_filename for r in read(spark, CrawlDir(crawl).segment(segment, "fetch")).collect()}
+    for part in ("fetch_output", "fetch", "hostupdates"):  # the job died before committing
+        shutil.rmtree(CrawlDir(crawl).segment(segment, part))
+    requests_before = len(web.log)
+    assert fetch.run(spark, cfg, crawl, segment)["fetched_now"] is True
+    assert len(web.log) > requests_before  # at-least-once: fetched again
+    parse.run(spark, cfg, crawl, segment)
+    assert updatedb.run(spark, cfg, crawl, segment)["applied"] == 6
+    assert updatedb.run(spark, cfg, crawl, segment)["applied"] == 0
+    rows, urls = table_state(spark, crawl)
+    assert len(rows) == len(urls)  # no duplicate rows
+    seeds = [r for r in rows if "/page/" in r.url and r.depth == 0]
+    assert {r.status for r in seeds} == {"fetched"} and all(r.lease_id is None for r in rows)
+    assert not {r.warc_filename for r in seeds} & first_attempt_files  # no phantom rows
+
+
+def test_fetch_killed_after_its_commit_does_not_refetch(spark, cfg, web, tmp_path):
+    crawl = seeded(spark, cfg, web, tmp_path)
+    segment = generate.run(spark, cfg, crawl)["segment"]
+    fetch.run(spark, cfg, crawl, segment)
+    for part in ("fetch", "hostupdates"):  # died after fetch_output, before the derived tables
+        shutil.rmtree(CrawlDir(crawl).segment(segment, part))
+    requests_before = len(web.log)
+    stats = fetch.run(spark, cfg, crawl, segment)
+    assert stats["fetched_now"] is False and stats["urls"] == 6
+    assert len(web.log) == requests_before
+
+
+def test_lost_lease_returns_urls_and_the_stale_segment_applies_nothing(spark, cfg, web, tmp_path):
+    crawl = seeded(spark, cfg, web, tmp_path)
+    stale = generate.run(spark, cfg, crawl)["segment"]
+    fetch.run(spark, cfg, crawl, stale)
+    parse.run(spark, cfg, crawl, stale)
+    # The stale segment's updatedb never ran and its leases expired (URL and host leases).
+    for path in (CrawlDir(crawl).crawldb, CrawlDir(crawl).hostdb):
+        DeltaTable.forPath(spark, path).update(condition=F.col("lease_id") == stale,
+                                               set={"lease_expires_at": F.lit("2000-01-01").cast("timestamp_ntz")})
+    fresh = generate.run(spark, cfg, crawl)
+    assert fresh["urls"] == 6  # back in the pool, leased again with version 2
+    assert updatedb.run(spark, cfg, crawl, stale)["applied"] == 0  # versions no longer match
+    fetch.run(spark, cfg, crawl, fresh["segment"])
+    parse.run(spark, cfg, crawl, fresh["segment"])
+    assert updatedb.run(spark, cfg, crawl, fresh["segment"])["applied"] == 6
+    rows, urls = table_state(spark, crawl)
+    assert len(rows) == len(urls)
+    assert {r.version for r in rows if r.depth == 0} == {2}
