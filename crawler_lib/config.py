@@ -7,6 +7,7 @@ unknown keys are rejected, so a misspelt key is an error rather than a silent de
 from __future__ import annotations
 
 import ipaddress
+import re
 from importlib import resources
 from typing import Any, Iterable, Mapping
 
@@ -139,6 +140,11 @@ class Config(Mapping[str, Any]):
                 raise ConfigError(f"config key {key}: must be >= 1, got {self[key]}")
         if not 0 <= self["dedup.max_hamming_distance"] <= 3:
             raise ConfigError("config key dedup.max_hamming_distance: must be 0..3 (4-block SimHash join)")
+        for pattern in self["exclusions.patterns"]:
+            try:
+                re.compile(pattern)
+            except re.error as exc:
+                raise ConfigError(f"config key exclusions.patterns: bad regular expression {pattern!r}: {exc}") from None
         for cidr in self["security.allow_networks"]:
             try:
                 ipaddress.ip_network(cidr, strict=False)

@@ -10,7 +10,7 @@ updatedb decision table (fetch outcome -> new status, next fetch):
 | 404, 410, other 4xx (not 429)  | gone          | fetched_at + schedule.gone_interval_s | 0             |
 | 429, 5xx, 3xx w/o Location, network error | retry, or failed after schedule.max_retries | fetched_at + retry_interval_s * 2^(n-1) | +1 |
 | robots_denied                  | robots_denied | fetched_at + robots.cache_ttl_s       | unchanged     |
-| blocked (SSRF guard)           | blocked       | never (operator lifts it)             | unchanged     |
+| blocked (SSRF guard), excluded | blocked       | never (operator lifts it)             | unchanged     |
 | not_attempted                  | unchanged     | now (back to the pool)                | unchanged     |
 
 Every applied result clears the lease (lease_id = NULL): that is what makes a second updatedb of the
@@ -25,6 +25,7 @@ from datetime import datetime, timedelta
 from typing import Optional
 
 from crawler_lib import status as st
+from crawler_lib.robots import RobotsPolicy
 from crawler_lib.schema import URL_STATE, column_names
 from crawler_lib.urls import UrlFilter, host_key
 
@@ -68,8 +69,8 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
         new.update(status=st.ROBOTS_DENIED, reason=result.get("reason") or "robots_txt",
                    next_fetch_at=fetched_at + timedelta(seconds=cfg["robots.cache_ttl_s"]))
         return new
-    if outcome == st.REFUSED_ADDRESS:
-        new.update(status=st.BLOCKED, reason=result.get("reason"), next_fetch_at=NEVER)
+    if outcome in (st.REFUSED_ADDRESS, st.EXCLUDED):
+        new.update(status=st.BLOCKED, reason=result.get("reason") or outcome, next_fetch_at=NEVER)
         return new
 
     new["last_fetch_at"] = fetched_at
@@ -136,3 +137,19 @@ def discovered_url_row(url: str, now: datetime, source: str, depth: int, redirec
     if reason is None and redirect_hops > max_redirects:
         reason = "redirect_hops"
     return new_url_row(url, now, source, DISCOVERED_PRIORITY, depth, redirect_hops, blocked_reason=reason)
+
+
+def screen_candidates(urls: list[str], robots_status: Optional[str], robots_body: Optional[str],
+                      robots_fresh: bool, agent: str, url_filter: UrlFilter) -> list[tuple[str, Optional[str]]]:
+    """Generate's last check of one host's candidates: (url, None) to lease, or (url, status) to
+    mark instead: `blocked` for an exclusion, `robots_denied` under the host's fresh cached rules."""
+    policy = RobotsPolicy(robots_status, robots_body or "") if robots_fresh and robots_status else None
+    verdicts = []
+    for url in urls:
+        if url_filter.excluded(url):
+            verdicts.append((url, st.BLOCKED))
+        elif policy is not None and not policy.allowed(url, agent):
+            verdicts.append((url, st.ROBOTS_DENIED))
+        else:
+            verdicts.append((url, None))
+    return verdicts

@@ -33,7 +33,7 @@ from crawler_lib.netguard import AddressGuard, BlockedAddress
 from crawler_lib.politeness import HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
 from crawler_lib.schema import to_datetime, to_epoch
-from crawler_lib.urls import UrlRejected, resolve
+from crawler_lib.urls import UrlFilter, UrlRejected, resolve
 from crawler_lib.warc import RecordLocation, WarcFileWriter
 
 log = logging.getLogger("crawler.fetcher")
@@ -172,6 +172,7 @@ class PartitionFetcher:
         self.user_agent = cfg.user_agent
         self.transport = transport or AiohttpTransport(cfg, AddressGuard.from_config(cfg), self.user_agent)
         self.loop_factory = loop_factory
+        self.url_filter = UrlFilter.from_config(cfg)
         self.warc_executor = warc_executor
         token = uuid.uuid4().hex[:8]
         self.warc = WarcFileWriter(warc_dir, f"{segment_id}-{partition_id:05d}-{token}",
@@ -248,6 +249,9 @@ class PartitionFetcher:
     async def _host_worker(self, host: _Host) -> None:
         while host.rows:
             row = host.rows.popleft()
+            if self.url_filter.excluded(row["url"]):  # an exclusion added after generate still holds
+                self._emit_url(row, st.EXCLUDED, reason="excluded")
+                continue
             if not host.robots.allowed(row["url"], self.agent):
                 self._emit_url(row, st.DENIED_BY_ROBOTS, reason="robots_txt")
                 continue

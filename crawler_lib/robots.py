@@ -188,13 +188,3 @@ class RobotsPolicy:
 
     def sitemaps(self) -> list[str]:
         return list(self.rules.sitemaps) if self.outcome == OK else []
-
-
-def cached_verdicts(host_key: str, urls: list[str], robots_status: Optional[str], robots_body: Optional[str],
-                    fresh: bool, agent: str) -> list[tuple[str, bool]]:
-    """(url, allowed) under a host's cached rules; everything allowed when none are fresh (the
-    fetcher asks robots.txt first and decides then)."""
-    if not fresh or robots_status is None:
-        return [(url, True) for url in urls]
-    policy = RobotsPolicy(robots_status, robots_body or "")
-    return [(url, policy.allowed(url, agent)) for url in urls]

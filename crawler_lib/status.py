@@ -18,8 +18,9 @@ NETWORK_ERROR = "network_error"  # DNS, connect, reset, timeout
 DENIED_BY_ROBOTS = "robots_denied"
 REFUSED_ADDRESS = "blocked"      # SSRF guard refused the resolved address
 NOT_ATTEMPTED = "not_attempted"  # no request sent (time budget, host backoff/dropped/deferred)
+EXCLUDED = "excluded"            # matches exclusions.patterns (e.g. a takedown): never requested
 
-FETCH_OUTCOMES = (RESPONSE, NETWORK_ERROR, DENIED_BY_ROBOTS, REFUSED_ADDRESS, NOT_ATTEMPTED)
+FETCH_OUTCOMES = (RESPONSE, NETWORK_ERROR, DENIED_BY_ROBOTS, REFUSED_ADDRESS, NOT_ATTEMPTED, EXCLUDED)
 
 # Sources of a URL
 SEED, LINK, REDIRECT_SOURCE, SITEMAP, OPERATOR = "seed", "link", "redirect", "sitemap", "operator"

@@ -159,22 +159,32 @@ def host_of(normalized_url: str) -> str:
     return urlsplit(normalized_url).hostname or ""
 
 
+URL_PATTERN_SQL = r"regexp_replace(url, '[0-9]+', '#')"  # one "pattern" per shape: /cal/2000/1 -> /cal/#/#
+
+
 class UrlFilter:
     """Crawl-policy bounds applied after normalization; a refused URL is kept as `blocked`."""
 
-    def __init__(self, max_url_length: int, max_query_params: int, max_depth: int, max_repeated_segments: int = 2):
+    def __init__(self, max_url_length: int, max_query_params: int, max_depth: int, max_repeated_segments: int = 2,
+                 exclusions: tuple[str, ...] = ()):
         self.max_url_length = max_url_length
         self.max_query_params = max_query_params
         self.max_depth = max_depth
         self.max_repeated_segments = max_repeated_segments
+        self.exclusions = re.compile("|".join(f"(?:{p})" for p in exclusions)) if exclusions else None
 
     @classmethod
     def from_config(cls, cfg) -> "UrlFilter":
         return cls(cfg["limits.max_url_length"], cfg["limits.max_query_params"], cfg["limits.max_depth"],
-                   cfg["limits.max_repeated_segments"])
+                   cfg["limits.max_repeated_segments"], tuple(cfg["exclusions.patterns"]))
+
+    def excluded(self, normalized_url: str) -> bool:
+        return bool(self.exclusions and self.exclusions.search(normalized_url))
 
     def reason_to_block(self, normalized_url: str, depth: int = 0) -> Optional[str]:
         """None when the URL may be fetched, else the reason it is blocked."""
+        if self.excluded(normalized_url):
+            return "excluded"
         query = urlsplit(normalized_url).query
         if query and len([p for p in query.split("&") if p]) > self.max_query_params:
             return "too_many_query_params"

@@ -19,10 +19,11 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
+from crawler_lib.crawldb import NEVER, screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
-from crawler_lib.robots import cached_verdicts
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
+from crawler_lib.urls import UrlFilter
 from jobs.base import CrawlJob, utc_now
 
 
@@ -49,7 +50,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     per_host = Window.partitionBy("host_key").orderBy(
         F.col("priority").desc(), F.col("depth").asc(), F.col("next_fetch_at").asc(), F.col("url"))
     selected = (due.withColumn("_host_rank", F.row_number().over(per_host))
-                .filter(F.col("_host_rank") <= cfg["generate.max_per_host"])
+                .filter(F.col("_host_rank") <= min(cfg["generate.max_per_host"], cfg["limits.max_pages_per_host"]))
                 .orderBy(F.col("priority").desc(), F.col("_host_rank").asc(), F.col("url"))
                 .limit(top_n))
 
@@ -61,9 +62,11 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         "last_modified",
         F.pmod(F.xxhash64("host_key"), F.lit(partitions)).cast("int").alias("fetch_partition")
     ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-    candidates, denied = _apply_cached_robots(spark, cfg, crawl, candidates, hostdb, now)
+    candidates, refused = _screen(spark, cfg, crawl, candidates, hostdb, now)
+    denied, excluded = refused.get(st.ROBOTS_DENIED, 0), refused.get(st.BLOCKED, 0)
     if candidates.isEmpty():
-        return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied}
+        return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied,
+                "excluded": excluded}
 
     # 1. Host leases: a host is owned by at most one live segment (conditional MERGE; Delta's
     #    conflict detection makes one of two concurrent generates fail rather than both win).
@@ -95,31 +98,36 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
                   .repartition(partitions, "fetch_partition"), fetchlist_path)
     hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
     return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions,
-            "robots_denied": denied}
+            "robots_denied": denied, "excluded": excluded}
 
 
-def _apply_cached_robots(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
-    """Drop candidates the host's fresh cached robots.txt disallows and mark them robots_denied, so a
-    disallowed path never gets a lease. One row per host crosses into Python, not one per URL."""
+def _screen(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
+    """Drop candidates that an exclusion or the host's fresh cached robots.txt forbid, and mark them
+    (blocked / robots_denied) instead, so such a URL never gets a lease. One row per host crosses
+    into Python, not one per URL."""
     agent = cfg["http.agent_name"]
+    url_filter = UrlFilter.from_config(cfg)
     per_host = (candidates.groupBy("host_key").agg(F.collect_list("url").alias("urls"))
                 .join(hostdb.select("host_key", "robots_status", "robots_body", "robots_expires_at"),
                       "host_key", "left")
                 .withColumn("fresh", F.coalesce(F.col("robots_expires_at") > F.lit(now).cast("timestamp_ntz"),
                                                 F.lit(False))))
-    verdicts = spark.createDataFrame(per_host.rdd.flatMap(lambda r: cached_verdicts(
-        r.host_key, r.urls, r.robots_status, r.robots_body, r.fresh, agent)), "url string, allowed boolean")
+    verdicts = spark.createDataFrame(per_host.rdd.flatMap(lambda r: screen_candidates(
+        r.urls, r.robots_status, r.robots_body, r.fresh, agent, url_filter)), "url string, verdict string")
     verdicts = verdicts.localCheckpoint()
-    denied = candidates.join(verdicts.filter(~F.col("allowed")), "url", "left_semi")
-    denied_count = denied.count()
-    if denied_count:
+    refused = candidates.join(verdicts.filter(F.col("verdict").isNotNull()), "url")
+    counts = {r.verdict: r["count"] for r in refused.groupBy("verdict").count().collect()}
+    if counts:
         recheck = F.lit(now + timedelta(seconds=cfg["robots.cache_ttl_s"])).cast("timestamp_ntz")
+        denied = F.col("s.verdict") == st.ROBOTS_DENIED
         run_merge(ensure_table(spark, crawl.crawldb, schemas.url_state()).alias("t")
-                  .merge(denied.alias("s"), "t.url = s.url AND t.version = s.version - 1")
-                  .whenMatchedUpdate(set={"status": F.lit(st.ROBOTS_DENIED), "reason": F.lit("robots_txt"),
-                                          "next_fetch_at": recheck}))
-    allowed = candidates.join(verdicts.filter(F.col("allowed")), "url", "left_semi").localCheckpoint()
-    return allowed, denied_count
+                  .merge(refused.alias("s"), "t.url = s.url AND t.version = s.version - 1")
+                  .whenMatchedUpdate(set={
+                      "status": F.col("s.verdict"),
+                      "reason": F.when(denied, F.lit("robots_txt")).otherwise(F.lit("excluded")),
+                      "next_fetch_at": F.when(denied, recheck).otherwise(F.lit(NEVER).cast("timestamp_ntz"))}))
+    allowed = candidates.join(verdicts.filter(F.col("verdict").isNull()), "url", "left_semi").localCheckpoint()
+    return allowed, counts
 
 
 def _sql_ts(value: datetime) -> str:
@@ -138,8 +146,9 @@ class Generate(CrawlJob):
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
         stats = run(spark, cfg, args.crawl_dir, args.top_n)
-        if stats["robots_denied"]:
-            print(f"generate: {stats['robots_denied']} URLs disallowed by cached robots.txt marked robots_denied",
+        if stats["robots_denied"] or stats["excluded"]:
+            print(f"generate: not leased: {stats['robots_denied']} URLs disallowed by cached robots.txt "
+                  f"(now robots_denied), {stats['excluded']} matching exclusions.patterns (now blocked)",
                   file=sys.stderr)
         if stats["segment"] is None:
             print("generate: no URLs due; no segment generated", file=sys.stderr)

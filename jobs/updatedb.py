@@ -16,12 +16,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import URL_STATE_COLUMNS, apply_fetch, discovered_url_row
+from crawler_lib.crawldb import NEVER, URL_STATE_COLUMNS, apply_fetch, discovered_url_row
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, read, run_merge
-from crawler_lib.urls import UrlFilter
+from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter
 from jobs.base import CrawlJob, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
@@ -48,6 +48,30 @@ def _discover_task(cfg, now: datetime):
                                      max_redirects)
             yield tuple(new[c] for c in URL_STATE_COLUMNS)
     return run
+
+
+def _bound_growth(cfg, discovered, crawldb):
+    """Trap bounds on growth: a host may know at most limits.max_urls_per_host URLs and one URL shape
+    (digits ignored) at most limits.max_urls_per_pattern; new URLs past either are kept as blocked."""
+    fresh = discovered.join(crawldb.select("url"), "url", "left_anti").withColumn("pattern", F.expr(URL_PATTERN_SQL))
+    host_known = crawldb.groupBy("host_key").agg(F.count("*").alias("host_known"))
+    pattern_known = (crawldb.select(F.expr(URL_PATTERN_SQL).alias("pattern"))
+                     .groupBy("pattern").agg(F.count("*").alias("pattern_known")))
+    order = [F.col("depth"), F.col("url")]
+    ranked = (fresh.join(host_known, "host_key", "left").join(pattern_known, "pattern", "left")
+              .withColumn("host_n", F.coalesce("host_known", F.lit(0))
+                          + F.row_number().over(Window.partitionBy("host_key").orderBy(*order)))
+              .withColumn("pattern_n", F.coalesce("pattern_known", F.lit(0))
+                          + F.row_number().over(Window.partitionBy("pattern").orderBy(*order))))
+    over = (F.when(F.col("host_n") > cfg["limits.max_urls_per_host"], F.lit("host_url_budget"))
+            .when(F.col("pattern_n") > cfg["limits.max_urls_per_pattern"], F.lit("pattern_growth")))
+    blocked = (F.col("status") == st.UNFETCHED) & over.isNotNull()
+    return (ranked
+            .withColumn("reason", F.when(blocked, over).otherwise(F.col("reason")))
+            .withColumn("next_fetch_at", F.when(blocked, F.lit(NEVER).cast("timestamp_ntz"))
+                        .otherwise(F.col("next_fetch_at")))
+            .withColumn("status", F.when(blocked, F.lit(st.BLOCKED)).otherwise(F.col("status")))
+            .select(*URL_STATE_COLUMNS))
 
 
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None) -> dict:
@@ -90,8 +114,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     first = Window.partitionBy("url").orderBy("depth", "redirect_hops", "source")
     candidates = (links.unionByName(redirects)
                   .withColumn("_rank", F.row_number().over(first)).filter("_rank = 1").drop("_rank"))
-    discovered = spark.createDataFrame(candidates.rdd.mapPartitions(_discover_task(cfg, now)),
-                                       schemas.url_state())
+    discovered = _bound_growth(cfg, spark.createDataFrame(
+        candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb_table.toDF())
     inserted = run_merge(crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
                          .whenNotMatchedInsertAll()).get("num_inserted_rows", 0)
 

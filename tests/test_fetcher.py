@@ -147,3 +147,12 @@ def test_robots_redirects_followed_up_to_five_hops(cfg, tmp_path, hops, secret_f
     assert ("/private/secret" in paths) is secret_fetched  # > 5 hops: robots.txt "unavailable", allow all
     assert len([p for p in paths if "robots" in p]) == min(hops, 5) + 1
     assert out["url"][0]["outcome"] == (st.RESPONSE if secret_fetched else st.DENIED_BY_ROBOTS)
+
+
+def test_exclusion_added_after_generate_is_honoured_by_the_fetcher(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    takedown = cfg.with_overrides(exclusions__patterns=["/page/"])
+    out = run(takedown, rows_for([host + "/", host + "/page/1"]), tmp_path)
+    outcomes = {r["url"]: r["outcome"] for r in out["url"]}
+    assert outcomes == {host + "/": st.RESPONSE, host + "/page/1": st.EXCLUDED}
+    assert "/page/1" not in [e["path"] for e in test_web.log]

@@ -147,3 +147,39 @@ def test_dedup_marks_identical_and_near_duplicates_and_is_idempotent(spark, cfg,
     before = read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect()
     assert dedup.run(spark, cfg, crawl)["changed"] == 0
     assert read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect() == before
+
+
+def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
+    from datetime import datetime
+
+    from crawler_lib.crawldb import new_url_row
+    from crawler_lib.spark import schemas
+    from jobs.updatedb import _bound_growth
+
+    now = datetime(2026, 1, 1)
+    known = [new_url_row("http://cal.test/cal/2000/1", now, "link")]
+    known += [new_url_row(f"http://big.test/p{i}", now, "link") for i in range(3)]
+    new = [new_url_row(f"http://cal.test/cal/2000/{m}", now, "link", depth=m) for m in (3, 4)]
+    new += [new_url_row("http://cal.test/about", now, "link"), new_url_row("http://big.test/x", now, "link")]
+    new += [new_url_row("http://cal.test/cal/2000/1", now, "link")]  # already known: not counted twice
+    bounded = cfg.with_overrides(limits__max_urls_per_pattern=1, limits__max_urls_per_host=3)
+    result = _bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()),
+                           spark.createDataFrame(known, schemas.url_state()))
+    verdicts = {r.url: (r.status, r.reason) for r in result.collect()}
+    assert verdicts == {
+        "http://cal.test/about": ("unfetched", None),                    # host: 2 of 3
+        "http://cal.test/cal/2000/3": ("blocked", "pattern_growth"),     # shape /cal/#/#: 2 of 1
+        "http://cal.test/cal/2000/4": ("blocked", "host_url_budget"),    # host: 4 of 3
+        "http://big.test/x": ("blocked", "host_url_budget")}             # host: 4 of 3
+
+
+def test_exclusions_take_effect_at_the_next_generate(spark, cfg, tmp_path):
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [
+        "http://a.com/ok", "http://a.com/takedown/1", "http://b.com/"])])
+    takedown = cfg.with_overrides(exclusions__patterns=["^http://a\\.com/takedown/", "^https?://b\\.com/"])
+    stats = generate.run(spark, takedown, crawl)
+    assert stats["excluded"] == 2 and stats["urls"] == 1
+    rows = {r.url: (r.status, r.reason, r.lease_id) for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    assert rows["http://a.com/takedown/1"] == ("blocked", "excluded", None)
+    assert rows["http://b.com/"] == ("blocked", "excluded", None)
