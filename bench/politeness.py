@@ -31,7 +31,7 @@ def violations(log, delay) -> int:
 
 def one_run() -> dict:
     cfg = Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"], "politeness.default_delay_s": DELAY_S})
-    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES) as (host_keys, log_path):
+    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES) as (host_keys, log_path, _pid):
         rows = [{"url": f"{h}/page/{i}", "host_key": h, "version": 1, "lease_id": "bench", "priority": 1.0,
                  "depth": 0} for h in host_keys for i in range(PAGES)]
         started = time.perf_counter()

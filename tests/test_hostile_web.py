@@ -20,7 +20,7 @@ ALLOWED = "127.0.0.1/32"  # the hostile host; the bait below lives on 127.0.0.3,
 
 @pytest.fixture(scope="module")
 def hostile(tmp_path_factory):
-    with local_test_web(str(tmp_path_factory.mktemp("hostile")), 1, 2, hostile=True) as (hosts, log_path):
+    with local_test_web(str(tmp_path_factory.mktemp("hostile")), 1, 2, hostile=True) as (hosts, log_path, _):
         yield hosts[0], log_path
 
 

@@ -11,19 +11,20 @@ from contextlib import contextmanager
 
 @contextmanager
 def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: float = 900,
-                   hostile: bool = False):
+                   hostile: bool = False, realistic_sizes: bool = False):
+    """Yields (host keys, request-log path, server pid)."""
     seeds = os.path.join(directory, "testweb-seeds.txt")
     log_path = os.path.join(directory, "testweb-log.jsonl")
     process = subprocess.Popen(
         [sys.executable, "-m", "crawler_lib.testweb.server", "--hosts", str(hosts), "--pages-per-host",
          str(pages_per_host), "--seeds", seeds, "--log", log_path, "--lifetime-s", str(lifetime_s)]
-        + (["--hostile"] if hostile else []),
+        + (["--hostile"] if hostile else []) + (["--realistic-sizes"] if realistic_sizes else []),
         stdout=subprocess.PIPE, text=True)
     try:
         process.stdout.readline()  # "test web: ... stops in ...": the server is up
         with open(seeds, encoding="utf-8") as handle:
             host_keys = [line.strip().rstrip("/") for line in handle if line.strip()]
-        yield host_keys, log_path
+        yield host_keys, log_path, process.pid
     finally:
         process.terminate()
         process.wait(10)

@@ -23,6 +23,8 @@ from aiohttp import web
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bu", "da", "fe", "go", "hi", "ju")
 
 
+_VOCABULARY = ["".join(random.Random(i).choice(SYLLABLES) for _ in range(1 + i % 4)) + ("." if i % 17 == 0 else "")
+               for i in range(3000)]  # prose-like filler: compresses like HTML text (~3-4x), not like zeros
 _BOMB: list[bytes] = []
 
 
@@ -56,6 +58,8 @@ class TestWeb:
     lifetime_s: float = 900.0
     response_delay_s: float = 0.0
     log_path: Optional[str] = None
+    # Pad page bodies to the real web's size distribution (median ~138 KB, mean ~240 KB, cap 2 MB).
+    realistic_sizes: bool = False
     # Per-host behaviour by host index: {"hostile": True} (serves HOSTILE_PATHS),
     # {"crawl_delay": 0.5} (robots.txt Crawl-delay), {"robots_redirects": 2} (robots.txt redirects twice),
     # {"robots_status": 503} (robots.txt answers that status), {"throttle_every": 3, "retry_after": 2}
@@ -115,6 +119,10 @@ class TestWeb:
             text[len(text) // 2] = "changed"  # one word differs: a near-duplicate of the page
         words = " ".join(text)
         title = f"Host {h} {'home' if n is None else f'page {n}'}"
+        if self.realistic_sizes:
+            rng = random.Random(f"size:{h}:{n}")
+            size = min(2_000_000, int(rng.lognormvariate(11.84, 0.95)))
+            words += "</p><p>" + " ".join(rng.choices(_VOCABULARY, k=size // 6))[:size]
         return (f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
                 f"<p>{words}</p><nav>{' '.join(links)}</nav></body></html>")
 
@@ -282,9 +290,11 @@ def main(argv=None) -> int:
     parser.add_argument("--log", help="append the request log here (JSON lines)")
     parser.add_argument("--lifetime-s", type=float, default=600.0)
     parser.add_argument("--hostile", action="store_true", help="host 0 also serves the hostile paths")
+    parser.add_argument("--realistic-sizes", action="store_true", help="pad pages to real-web sizes")
     args = parser.parse_args(argv)
     web = TestWeb(hosts=args.hosts, pages_per_host=args.pages_per_host, lifetime_s=args.lifetime_s,
-                  log_path=args.log, profiles={0: {"hostile": True}} if args.hostile else {}).start()
+                  log_path=args.log, profiles={0: {"hostile": True}} if args.hostile else {},
+                  realistic_sizes=args.realistic_sizes).start()
     with open(args.seeds, "w", encoding="utf-8") as handle:
         handle.write("\n".join(key + "/" for key in web.host_keys) + "\n")
     print(f"test web: {' '.join(web.host_keys)}; seeds in {args.seeds}; stops in {args.lifetime_s:g}s",
