@@ -97,6 +97,8 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
                        last_modified=result.get("last_modified"), redirect_to=None)
             if parse:
                 new.update(content_digest=parse.get("content_digest"), simhash=parse.get("simhash"))
+                if parse.get("parse_status") == "failed":
+                    new["reason"] = f"parse_failed: {parse.get('parse_reason')}"  # fetched, but not parsable
             if result.get("truncated"):
                 new["reason"] = "truncated"
         return new

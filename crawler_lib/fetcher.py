@@ -34,7 +34,7 @@ from crawler_lib.politeness import HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
 from crawler_lib.schema import to_datetime, to_epoch
 from crawler_lib.urls import UrlFilter, UrlRejected, resolve
-from crawler_lib.warc import RecordLocation, WarcFileWriter
+from crawler_lib.warc import RecordLocation, WarcFileWriter, payload_digest, warc_date
 
 log = logging.getLogger("crawler.fetcher")
 
@@ -77,6 +77,7 @@ class Response:
     truncated: bool
     ip_address: str
     request_headers: list[tuple[str, str]]
+    revisit_of: Optional[str] = None  # set when stored as a revisit of this URI's identical payload
 
     def header(self, name: str) -> Optional[str]:
         lname = name.lower()
@@ -180,6 +181,7 @@ class PartitionFetcher:
                                    {"isPartOf": segment_id, "http-header-user-agent": self.user_agent,
                                     "robots": "obey"})
         self.out: list[tuple[str, dict]] = []
+        self._stored_payloads: dict[str, tuple[str, str]] = {}  # payload digest -> (URI, WARC-Date)
         self._request_seq = 0
         self._request_prefix = f"{segment_id}:{partition_id}:{token}"
 
@@ -365,7 +367,8 @@ class PartitionFetcher:
                        content_encoding=response.header("Content-Encoding"),
                        etag=response.header("ETag"), last_modified=response.header("Last-Modified"),
                        redirect_to=redirect_to, ip_address=response.ip_address, body_bytes=len(response.body),
-                       truncated=response.truncated, warc_filename=location.filename,
+                       truncated=response.truncated, revisit_of=response.revisit_of,
+                       warc_filename=location.filename,
                        warc_offset=location.offset, warc_length=location.length)
 
     def _note_failure(self, host: _Host) -> None:
@@ -404,11 +407,23 @@ class PartitionFetcher:
         if warc:
             split = urlsplit(url)
             target = split.path + ("?" + split.query if split.query else "")
+            revisit_of = self._identical_payload(url, started, response)
             location = await asyncio.get_running_loop().run_in_executor(
                 self._writer_thread, self.warc.write_exchange, url, started, response.ip_address,
                 f"GET {target}", response.request_headers, response.http_version, response.status,
-                response.reason, response.headers, response.body, response.truncated)
+                response.reason, response.headers, response.body, response.truncated, revisit_of)
+            response.revisit_of = revisit_of[0] if revisit_of else None
         return response, location
+
+    def _identical_payload(self, url: str, started: float, response: Response) -> Optional[tuple[str, str, str]]:
+        """A 200 whose exact payload this task already stored becomes a revisit record (stored once)."""
+        if response.status != 200 or response.truncated or not response.body:
+            return None
+        digest = payload_digest(response.body)
+        if digest in self._stored_payloads:
+            return (*self._stored_payloads[digest], digest)
+        self._stored_payloads[digest] = (url, warc_date(started))
+        return None
 
     # ---------------------------------------------------------------- output rows
     def _emit_url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,
@@ -420,7 +435,7 @@ class PartitionFetcher:
             "http_status": http_status, "fetched_at": to_datetime(fetched_at or self.clock()),
             "content_type": None,
             "content_encoding": None, "etag": None, "last_modified": None, "redirect_to": None,
-            "ip_address": None, "body_bytes": None, "truncated": None, "warc_filename": None,
+            "ip_address": None, "body_bytes": None, "truncated": None, "revisit_of": None, "warc_filename": None,
             "warc_offset": None, "warc_length": None, **fields}))
         self.progress.done += 1
         now = time.time()

@@ -137,7 +137,8 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
 
 
 def parse_fetch_result(fetch: dict, cfg) -> dict:
-    """Parse row for one fetch result: read its WARC record, decode, digest, parse if HTML.
+    """Parse row for one fetch result: read its WARC record, decode, digest, parse if HTML; links
+    resolve against the fetched URL even when the payload is another URL's identical one.
 
     Never raises for the page's sake: a broken page is a parse_status with a reason.
     """
@@ -145,7 +146,10 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
            "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
            "content_digest": None, "simhash": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
     try:
-        stored = read_response(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
+        if fetch.get("payload_filename"):  # a revisit: the payload is in the referred-to record
+            stored = read_response(fetch["payload_filename"], fetch["payload_offset"], fetch["payload_length"])
+        else:
+            stored = read_response(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
     except (OSError, ValueError) as exc:
         row.update(parse_status="failed", reason=f"warc_unreadable: {type(exc).__name__}")
         return row

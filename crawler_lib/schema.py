@@ -35,7 +35,7 @@ FETCH_RESULT = """
 url string, host_key string, version long, lease_id string, depth int, redirect_hops int,
 outcome string, reason string, http_status int, fetched_at timestamp_ntz,
 content_type string, content_encoding string, etag string, last_modified string,
-redirect_to string, ip_address string, body_bytes long, truncated boolean,
+redirect_to string, ip_address string, body_bytes long, truncated boolean, revisit_of string,
 warc_filename string, warc_offset long, warc_length long
 """
 

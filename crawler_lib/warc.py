@@ -7,6 +7,8 @@ and length (of its gzip member) go into the fetch results, as in a CDX index.
 """
 from __future__ import annotations
 
+import base64
+import hashlib
 import io
 import os
 import socket
@@ -98,8 +100,10 @@ class WarcFileWriter:
                        request_line: str, request_headers: list[tuple[str, str]],
                        http_version: str, status: int, reason: str,
                        response_headers: list[tuple[str, str]], body: bytes,
-                       truncated: bool) -> RecordLocation:
-        """Write a response and its request record; return where the response record is."""
+                       truncated: bool, revisit_of: Optional[tuple[str, str, str]] = None) -> RecordLocation:
+        """Write a response (or, for a payload already stored, a `revisit` record with profile
+        identical-payload-digest; `revisit_of` = (uri, WARC-Date, payload digest) of the stored one)
+        and its request record; return where the response/revisit record is."""
         if self._file is None or self._file.tell() >= self.max_bytes:
             self.close()
             self._open()
@@ -113,8 +117,13 @@ class WarcFileWriter:
             response_extra["WARC-Truncated"] = "length"
         headers = [(k, v) for k, v in response_headers if k.lower() not in _HOP_BY_HOP]
         http_headers = StatusAndHeaders(f"{status} {reason}".strip(), headers, protocol=http_version)
-        response = writer.create_warc_record(url, "response", payload=io.BytesIO(body), length=len(body),
-                                             http_headers=http_headers, warc_headers_dict=response_extra)
+        if revisit_of:
+            refers_to_uri, refers_to_date, digest = revisit_of
+            response = writer.create_revisit_record(url, digest, refers_to_uri, refers_to_date,
+                                                    http_headers=http_headers, warc_headers_dict=response_extra)
+        else:
+            response = writer.create_warc_record(url, "response", payload=io.BytesIO(body), length=len(body),
+                                                 http_headers=http_headers, warc_headers_dict=response_extra)
         location = self._write(response)
         request_extra = dict(common)
         request_extra["WARC-Concurrent-To"] = response.rec_headers.get_header("WARC-Record-ID")
@@ -132,12 +141,18 @@ class WarcFileWriter:
             self._file = None
 
 
+def payload_digest(body: bytes) -> str:
+    """WARC-Payload-Digest as warcio writes it (SHA-1, base32)."""
+    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
+
+
 @dataclass
 class StoredResponse:
     url: str
     http_status: int
     headers: list[tuple[str, str]]
-    body: bytes  # as sent on the wire (content-encoding still applied)
+    body: bytes  # as sent on the wire (content-encoding still applied); empty for a revisit
+    revisit_of: Optional[str] = None  # a revisit record: the URI whose response holds the payload
 
     def header(self, name: str) -> Optional[str]:
         lname = name.lower()
@@ -150,9 +165,12 @@ def read_response(filename: str, offset: int, length: int) -> StoredResponse:
         handle.seek(offset)
         data = handle.read(length)
     for record in ArchiveIterator(io.BytesIO(data)):
-        if record.rec_type != "response":
+        if record.rec_type not in ("response", "revisit"):
             break
         status = int(record.http_headers.get_statuscode() or 0)
+        revisit = record.rec_type == "revisit"
         return StoredResponse(url=record.rec_headers.get_header("WARC-Target-URI"), http_status=status,
-                              headers=list(record.http_headers.headers), body=record.raw_stream.read())
+                              headers=list(record.http_headers.headers),
+                              body=b"" if revisit else record.raw_stream.read(),
+                              revisit_of=record.rec_headers.get_header("WARC-Refers-To-Target-URI") if revisit else None)
     raise ValueError(f"no response record at {filename}:{offset}")

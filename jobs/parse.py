@@ -23,7 +23,7 @@ PARSE_COLUMNS = column_names(PARSE_RESULT)
 
 def _parse_task(cfg):
     def run(rows):
-        for row in sorted(rows, key=lambda r: (r.warc_filename, r.warc_offset)):
+        for row in sorted(rows, key=lambda r: (r.payload_filename or r.warc_filename, r.warc_offset)):
             result = parse_fetch_result(row.asDict(), cfg)
             yield tuple(result[c] for c in PARSE_COLUMNS)
     return run
@@ -35,9 +35,15 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
     fetch_path = crawl.segment(segment_id, "fetch")
     if not is_delta(spark, fetch_path):
         raise CrawlError(f"segment {segment_id} is not fetched yet (run `crawler fetch` first)")
-    responses = (read(spark, fetch_path)
+    fetched = read(spark, fetch_path)
+    # A revisit record stores no payload: parse it from the response record it refers to.
+    stored = fetched.filter(F.col("revisit_of").isNull() & F.col("warc_filename").isNotNull()).select(
+        F.col("url").alias("revisit_of"), F.col("warc_filename").alias("payload_filename"),
+        F.col("warc_offset").alias("payload_offset"), F.col("warc_length").alias("payload_length"))
+    responses = (fetched
                  .filter((F.col("outcome") == st.RESPONSE) & F.col("http_status").between(200, 299)
-                         & F.col("warc_filename").isNotNull()))
+                         & F.col("warc_filename").isNotNull())
+                 .join(stored, "revisit_of", "left"))
     parsed = spark.createDataFrame(responses.rdd.mapPartitions(_parse_task(cfg)), schemas.parse_result())
     overwrite(parsed, crawl.segment(segment_id, "parse"))
     result = read(spark, crawl.segment(segment_id, "parse"))

@@ -90,11 +90,12 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     keys = ["url", "version", "lease_id"]
     joined = (leased.alias("c")
               .join(fetch.alias("f"), keys)
-              .join(parse.select(*keys, "content_digest", "simhash").alias("p"), keys, "left")
+              .join(parse.select(*keys, "content_digest", "simhash", "parse_status",
+                                 F.col("reason").alias("parse_reason")).alias("p"), keys, "left")
               .select(F.struct(*[F.col(f"c.{c}") for c in URL_STATE_COLUMNS]).alias("state"),
                       F.struct("f.*").alias("result"),
-                      F.struct(F.col("p.url").alias("url"), F.col("p.content_digest").alias("content_digest"),
-                               F.col("p.simhash").alias("simhash")).alias("parse")))
+                      F.struct("p.url", "p.content_digest", "p.simhash", "p.parse_status", "p.parse_reason")
+                      .alias("parse")))
     updates = spark.createDataFrame(joined.rdd.mapPartitions(_apply_task(cfg)), schemas.url_state())
     applied = run_merge(
         crawldb_table.alias("t")

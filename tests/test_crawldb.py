@@ -105,3 +105,9 @@ def test_every_response_points_at_its_warc_record_but_304_keeps_the_capture(cfg)
     assert gone["warc_offset"] == 99
     kept = apply_fetch(leased(warc_offset=10), result(http_status=304, warc_offset=500), None, cfg)
     assert kept["warc_offset"] == 10
+
+
+def test_parse_failure_is_recorded_on_the_url(cfg):
+    parse = {"content_digest": "sha256:a", "parse_status": "failed", "parse_reason": "decoded_body_too_large"}
+    new = apply_fetch(leased(), result(), parse, cfg)
+    assert new["status"] == st.FETCHED and new["reason"] == "parse_failed: decoded_body_too_large"

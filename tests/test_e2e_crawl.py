@@ -131,6 +131,13 @@ def test_identical_and_near_duplicates_are_marked(spark, crawled):
         assert rows[host + "/page/0/copy"].duplicate_of == host + "/page/0"
         assert rows[host + "/page/0/near"].duplicate_of == host + "/page/0"
         assert rows[host + "/page/0/copy"].content_digest == rows[host + "/page/0"].content_digest
+        copy = rows[host + "/page/0/copy"]
+        revisit_of = read_response(copy.warc_filename, copy.warc_offset, copy.warc_length).revisit_of
+        assert revisit_of in (None, host + "/page/0")
+    # Host 0's copy is fetched in the same task as /page/0, so its payload is stored once (a revisit).
+    copy = rows[crawled["web"].host_keys[0] + "/page/0/copy"]
+    assert read_response(copy.warc_filename, copy.warc_offset, copy.warc_length).revisit_of == \
+        crawled["web"].host_keys[0] + "/page/0"
     marked = {u for u, r in rows.items() if r.duplicate_of}
     assert marked == {h + p for h in crawled["web"].host_keys for p in ("/page/0/copy", "/page/0/near")}
 

@@ -156,3 +156,15 @@ def test_exclusion_added_after_generate_is_honoured_by_the_fetcher(cfg, test_web
     outcomes = {r["url"]: r["outcome"] for r in out["url"]}
     assert outcomes == {host + "/": st.RESPONSE, host + "/page/1": st.EXCLUDED}
     assert "/page/1" not in [e["path"] for e in test_web.log]
+
+
+def test_host_asking_too_long_a_crawl_delay_is_deferred_and_reported(cfg, tmp_path):
+    from crawler_lib.testweb.server import TestWeb
+
+    with TestWeb(hosts=1, pages_per_host=2, profiles={0: {"crawl_delay": 100}}) as web:
+        host = web.host_keys[0]
+        out = run(cfg.with_overrides(politeness__max_crawl_delay_s=5.0), rows_for([host + "/", host + "/page/1"]),
+                  tmp_path)
+        assert [e["path"] for e in web.log] == ["/robots.txt"]
+    assert {(r["outcome"], r["reason"]) for r in out["url"]} == {(st.NOT_ATTEMPTED, "crawl_delay_too_long:100")}
+    assert out["host"][0]["deferred_reason"] == "crawl_delay_too_long:100"

@@ -43,3 +43,26 @@ def test_warcio_check_accepts_output(tmp_path):
     done = subprocess.run([str(warcio), "check", "-v", *files], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "digest pass" in done.stdout
+
+
+def test_identical_payload_is_stored_once_as_a_revisit(tmp_path):
+    from crawler_lib.warc import payload_digest
+
+    writer = WarcFileWriter(str(tmp_path), "seg-00000-rev", 10**9, {})
+    body = b"<html>same</html>"
+    first = writer.write_exchange("http://a.com/", 1_700_000_000.0, "127.0.0.1", "GET /", [], "HTTP/1.1", 200,
+                                  "OK", [("Content-Type", "text/html")], body, False)
+    second = writer.write_exchange("http://a.com/copy", 1_700_000_001.0, "127.0.0.1", "GET /copy", [], "HTTP/1.1",
+                                   200, "OK", [("Content-Type", "text/html")], body, False,
+                                   revisit_of=("http://a.com/", "2023-11-14T22:13:20.000000Z", payload_digest(body)))
+    writer.close()
+    stored = read_response(second.filename, second.offset, second.length)
+    assert (stored.url, stored.revisit_of, stored.body) == ("http://a.com/copy", "http://a.com/", b"")
+    with open(first.filename, "rb") as handle:
+        handle.seek(second.offset)
+        record = next(iter(ArchiveIterator(handle)))
+    assert record.rec_type == "revisit"
+    assert record.rec_headers.get_header("WARC-Profile").endswith("/revisit/identical-payload-digest")
+    assert record.rec_headers.get_header("WARC-Payload-Digest") == payload_digest(body)
+    warcio = Path(sys.executable).with_name("warcio")
+    assert subprocess.run([str(warcio), "check", first.filename], capture_output=True).returncode == 0
