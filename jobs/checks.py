@@ -1,11 +1,14 @@
-"""check-robots and check-url: run one crawler component on one input, no Spark, no network.
-
-Operators use them to learn why a URL was (not) fetched, like Nutch's URLNormalizerChecker.
-"""
+"""Commands without Spark: check-robots and check-url run one crawler component on one input (no
+network; operators learn why a URL was or was not fetched, like Nutch's URLNormalizerChecker), and
+index writes the CDXJ index of the crawl's WARC files."""
 from __future__ import annotations
 
 import sys
 
+import fsspec
+
+from crawler_lib.cdxj import write_index
+from crawler_lib.crawldir import CrawlDir
 from crawler_lib.robots import RobotsPolicy
 from crawler_lib.urls import UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob
@@ -60,4 +63,25 @@ class CheckUrl(CrawlJob):
                 continue
             reason = url_filter.reason_to_block(url)
             print(f"rejected {reason} {raw}" if reason else url)
+        return 0
+
+
+class Index(CrawlJob):
+    name = "index"
+    help = "write a sorted CDXJ index of the crawl's WARC files (for pywb and other replay tools)"
+    uses_spark = False
+
+    @classmethod
+    def add_arguments(cls, parser):
+        parser.add_argument("--out", metavar="FILE", help="index file (default: <crawl-dir>/index.cdxj)")
+
+    @classmethod
+    def execute(cls, spark, cfg, args) -> int:
+        crawl = CrawlDir(args.crawl_dir)
+        fs, root = fsspec.core.url_to_fs(crawl.warc)
+        protocol = "" if fs.protocol in ("file", ("file", "local")) else f"{crawl.warc.split('://')[0]}://"
+        warcs = sorted(protocol + p for p in fs.glob(root + "/*.warc.gz")) if fs.exists(root) else []
+        out = args.out or f"{crawl.root}/index.cdxj"
+        lines = write_index(warcs, out)
+        print(f"index: {lines} records from {len(warcs)} WARC files -> {out}")
         return 0

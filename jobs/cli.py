@@ -21,6 +21,7 @@ COMMANDS = {
     "dump": ("jobs.dump", "Dump"),
     "check-robots": ("jobs.checks", "CheckRobots"),
     "check-url": ("jobs.checks", "CheckUrl"),
+    "index": ("jobs.checks", "Index"),
 }
 
 

@@ -18,28 +18,42 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
     CrawlDir(crawl_dir).require()
     history = []
     for cycle in range(1, cycles + 1):
-        started = time.monotonic()
-        generated = generate.run(spark, cfg, crawl_dir, top_n)
+        timer = _StepTimer()
+        generated = timer.run("generate", generate.run, spark, cfg, crawl_dir, top_n)
         if generated["segment"] is None:
             report(f"cycle {cycle}/{cycles}: no URLs due; stopping")
             break
         segment = generated["segment"]
-        fetched = fetch.run(spark, cfg, crawl_dir, segment)
-        parsed = parse.run(spark, cfg, crawl_dir, segment)
-        updated = updatedb.run(spark, cfg, crawl_dir, segment)
-        elapsed = time.monotonic() - started
+        fetched = timer.run("fetch", fetch.run, spark, cfg, crawl_dir, segment)
+        parsed = timer.run("parse", parse.run, spark, cfg, crawl_dir, segment)
+        updated = timer.run("updatedb", updatedb.run, spark, cfg, crawl_dir, segment)
+        elapsed = sum(timer.seconds.values())
         cycle_stats = {"cycle": cycle, "segment": segment, "generated": generated["urls"],
                        "hosts": generated["hosts"], "fetched": fetched["by_outcome"],
                        "requests": fetched["requests"], "outlinks": parsed["outlinks"],
-                       "new_urls": updated["new_urls"], "elapsed_s": round(elapsed, 1)}
+                       "new_urls": updated["new_urls"], "elapsed_s": round(elapsed, 1),
+                       "step_s": {k: round(v, 2) for k, v in timer.seconds.items()}}
         history.append(cycle_stats)
+        steps = " ".join(f"{k} {v:.1f}s" for k, v in timer.seconds.items())
         report(f"cycle {cycle}/{cycles} segment {segment}: generated {generated['urls']} URLs "
                f"({generated['hosts']} hosts), fetched {fetch.describe_outcomes(fetched['by_outcome'])}, "
-               f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s")
+               f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s ({steps})")
     if history:
         marked = dedup.run(spark, cfg, crawl_dir)
         report(f"dedup: {marked['duplicates']} of {marked['fetched_pages']} fetched pages are duplicates")
     return history
+
+
+class _StepTimer:
+    def __init__(self):
+        self.seconds: dict[str, float] = {}
+
+    def run(self, name, fn, *args):
+        started = time.monotonic()
+        try:
+            return fn(*args)
+        finally:
+            self.seconds[name] = time.monotonic() - started
 
 
 class Crawl(CrawlJob):

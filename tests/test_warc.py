@@ -66,3 +66,21 @@ def test_identical_payload_is_stored_once_as_a_revisit(tmp_path):
     assert record.rec_headers.get_header("WARC-Payload-Digest") == payload_digest(body)
     warcio = Path(sys.executable).with_name("warcio")
     assert subprocess.run([str(warcio), "check", first.filename], capture_output=True).returncode == 0
+
+
+def test_cdxj_index_points_at_the_records(tmp_path):
+    import json
+
+    from crawler_lib.cdxj import surt, write_index
+
+    files, locations = write_two(tmp_path)
+    out = tmp_path / "index.cdxj"
+    assert write_index(files, str(out)) == 2
+    lines = out.read_text().splitlines()
+    assert lines == sorted(lines)
+    key, timestamp, fields = lines[0].split(" ", 2)
+    record = json.loads(fields)
+    assert key == "com,a)/0" and timestamp == "20231114221320"
+    assert (int(record["offset"]), int(record["length"])) == (locations[0].offset, locations[0].length)
+    assert (record["status"], record["mime"], record["url"]) == ("200", "text/html", "http://a.com/0")
+    assert surt("http://www.Example.com:8080/p?b=2&a=1") == "com,example:8080)/p?a=1&b=2"
