@@ -38,6 +38,7 @@ test-unit: setup
 	$(PY) -m pytest -q -m "not spark and not e2e"
 
 bench: setup
+	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m bench
 
 dist: setup

@@ -6,8 +6,12 @@ and, separately, the test web's process (the peer), read from /proc.
 """
 from __future__ import annotations
 
+import json
 import os
+import resource
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 
@@ -15,7 +19,7 @@ from crawler_lib.config import Config
 from crawler_lib.fetcher import fetch_partition
 from crawler_lib.testweb.process import local_test_web, read_log
 
-HOSTS, PAGES = 40, 10
+HOSTS, PAGES, DELAY_S = 40, 10, 0.05
 
 
 def process_cpu_s(pid: int) -> float:
@@ -25,7 +29,7 @@ def process_cpu_s(pid: int) -> float:
 
 
 def one_run() -> dict:
-    cfg = Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"], "politeness.default_delay_s": 0.05})
+    cfg = Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"], "politeness.default_delay_s": DELAY_S})
     with tempfile.TemporaryDirectory() as tmp, \
             local_test_web(tmp, HOSTS, PAGES, realistic_sizes=True) as (host_keys, log_path, server_pid):
         rows = [{"url": f"{h}/page/{i}", "host_key": h, "version": 1, "lease_id": "bench", "priority": 1.0,
@@ -43,9 +47,40 @@ def one_run() -> dict:
                 "mean_kb": body_bytes / max(pages, 1) / 1000, "warc_ratio": warc_bytes / max(body_bytes, 1)}
 
 
+def scrapy_run() -> dict:
+    """The same URLs, hosts and politeness fetched by Scrapy in its own process."""
+    with tempfile.TemporaryDirectory() as tmp, \
+            local_test_web(tmp, HOSTS, PAGES, realistic_sizes=True) as (host_keys, log_path, server_pid):
+        urls = os.path.join(tmp, "urls.txt")
+        with open(urls, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(f"{h}/page/{i}" for h in host_keys for i in range(PAGES)) + "\n")
+        before = resource.getrusage(resource.RUSAGE_CHILDREN)
+        started = time.perf_counter()
+        done = subprocess.run([sys.executable, "-m", "bench.scrapy_peer", urls, str(DELAY_S)],
+                              capture_output=True, text=True, check=True)
+        wall = time.perf_counter() - started
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        json.loads(done.stdout.strip().splitlines()[-1])  # Scrapy finished and reported
+        cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+        pages = sum(1 for e in read_log(log_path) if e["path"] != "/robots.txt" and e["status"] == 200)
+        return {"pages": pages, "cpu_s": cpu, "wall_s": wall, "pages_per_cpu_s": pages / cpu}
+
+
 def main(runs: int = 3) -> dict:
     results = [one_run() for _ in range(runs)]
     summary = {key: statistics.median(r[key] for r in results) for key in results[0]}
+    try:
+        peers = [scrapy_run() for _ in range(runs)]
+    except (ImportError, subprocess.CalledProcessError) as exc:
+        print(f"fetch: Scrapy side-by-side skipped: {exc}")
+        peers = []
+    if peers:
+        summary["scrapy"] = {key: statistics.median(p[key] for p in peers) for key in peers[0]}
+        summary["ratio_to_scrapy"] = statistics.median(
+            r["pages_per_cpu_s"] / p["pages_per_cpu_s"] for r, p in zip(results, peers))
+        print(f"fetch: Scrapy on the same URLs and politeness: {summary['scrapy']['pages_per_cpu_s']:.0f} pages/CPU-s "
+              f"(CPU {summary['scrapy']['cpu_s']:.2f} s incl. interpreter start, wall {summary['scrapy']['wall_s']:.1f} s); "
+              f"ours / Scrapy = {summary['ratio_to_scrapy']:.2f}")
     print(f"fetch: {summary['pages']:.0f} pages (mean {summary['mean_kb']:.0f} KB) from {HOSTS} hosts, WARC on: "
           f"{summary['pages_per_cpu_s']:.0f} pages/CPU-s, {summary['mb_per_cpu_s']:.1f} MB/CPU-s "
           f"(crawler CPU {summary['cpu_s']:.2f} s, test-web CPU {summary['peer_cpu_s']:.2f} s, "

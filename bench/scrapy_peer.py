@@ -1,0 +1,51 @@
+"""Scrapy fetching a URL list under the same politeness as our fetcher (run as its own process).
+
+Usage: python -m bench.scrapy_peer URLS_FILE DELAY_S  -> prints one JSON line of Scrapy's stats.
+Same rules as ours: robots.txt obeyed, one request in flight per host, DOWNLOAD_DELAY = our
+politeness.default_delay_s (not randomized), compression on; no WARC writing (Scrapy has none).
+"""
+from __future__ import annotations
+
+import json
+import sys
+
+import scrapy
+from scrapy.crawler import CrawlerProcess
+
+
+class ListSpider(scrapy.Spider):
+    name = "list"
+
+    def __init__(self, urls: list[str], **kwargs):
+        super().__init__(**kwargs)
+        self.urls = urls
+
+    async def start(self):
+        for url in self.urls:
+            yield scrapy.Request(url, callback=self.parse, dont_filter=True)
+
+    def parse(self, response):
+        return None
+
+
+def main() -> int:
+    urls_file, delay = sys.argv[1], float(sys.argv[2])
+    with open(urls_file, encoding="utf-8") as handle:
+        urls = [line.strip() for line in handle if line.strip()]
+    process = CrawlerProcess(settings={
+        "ROBOTSTXT_OBEY": True, "DOWNLOAD_DELAY": delay, "DOWNLOAD_DELAY_JITTER": 0,
+        "CONCURRENT_REQUESTS": 256, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "CONCURRENT_REQUESTS_PER_IP": 0,
+        "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False, "COOKIES_ENABLED": False,
+        "DOWNLOAD_MAXSIZE": 2097152, "DOWNLOAD_WARNSIZE": 0, "RETRY_ENABLED": False,
+        "USER_AGENT": "scrapy-bench", "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7"})
+    crawler = process.create_crawler(ListSpider)
+    process.crawl(crawler, urls=urls)
+    process.start()
+    stats = crawler.stats.get_stats()
+    print(json.dumps({"responses": stats.get("response_received_count", 0),
+                      "bytes": stats.get("downloader/response_bytes", 0)}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
