@@ -52,6 +52,7 @@ class _Host:
     robots_expires_at: Optional[float] = None
     deferred_reason: Optional[str] = None
     refused_reason: Optional[str] = None  # the SSRF guard refused the host's address
+    owned: bool = True                    # this segment holds the host's live lease
     dropped: bool = False
     failures_in_task: int = 0
 
@@ -217,7 +218,8 @@ class PartitionFetcher:
             # A retried Spark task cannot know when the failed attempt last hit the host: wait a delay.
             politeness.next_allowed_at = max(politeness.next_allowed_at, now + politeness.delay_s)
         return _Host(key, deque(rows), politeness, robots,
-                     to_epoch(first.get("robots_fetched_at")), to_epoch(first.get("robots_expires_at")))
+                     to_epoch(first.get("robots_fetched_at")), to_epoch(first.get("robots_expires_at")),
+                     owned=first.get("host_owned", True) is not False)
 
     async def _run_all(self, hosts: list[_Host], writer_thread: Executor) -> None:
         self._writer_thread = writer_thread
@@ -227,6 +229,9 @@ class PartitionFetcher:
 
     # ---------------------------------------------------------------- per host
     async def _run_host(self, host: _Host) -> None:
+        if not host.owned:  # another segment owns the host now: no request, no host update
+            self._return_rest(host, "host_lease_lost")
+            return
         if host.robots is None:
             await self._fetch_robots(host)
         crawl_delay = host.robots.crawl_delay(self.agent) if host.robots else None

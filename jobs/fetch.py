@@ -11,6 +11,7 @@ but no committed row points at them.
 from __future__ import annotations
 
 import sys
+from datetime import datetime
 from typing import Optional
 
 from pyspark import TaskContext
@@ -22,7 +23,7 @@ from crawler_lib.fetcher import fetch_partition
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
-from jobs.base import CrawlJob
+from jobs.base import CrawlJob, utc_now
 
 HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 
@@ -53,7 +54,8 @@ def _fetch_task(cfg, segment_id: str, warc_dir: str):
     return run
 
 
-def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
+def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None) -> dict:
+    now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
     output_path = crawl.segment(segment_id, "fetch_output")
@@ -63,8 +65,12 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
     if not is_delta(spark, output_path):
         refetched = True
         fetchlist = read(spark, crawl.segment(segment_id, "fetchlist"))
-        hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF().select("host_key", *HOST_COLUMNS)
-        rows = fetchlist.join(hostdb, "host_key", "left")
+        hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF()
+        # Only the segment holding a host's live lease may contact it (a stale segment run late
+        # would be a second owner): its other hosts' URLs go back to the pool untouched.
+        owned = ((F.col("lease_id") == segment_id) & (F.col("lease_expires_at") > F.lit(now).cast("timestamp_ntz")))
+        rows = fetchlist.join(hostdb.select("host_key", *HOST_COLUMNS, F.coalesce(owned, F.lit(False))
+                                            .alias("host_owned")), "host_key", "left")
         partitions = max(1, fetchlist.agg(F.max("fetch_partition")).first()[0] + 1) if not fetchlist.isEmpty() else 1
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)

@@ -88,3 +88,18 @@ def test_lost_lease_returns_urls_and_the_stale_segment_applies_nothing(spark, cf
     rows, urls = table_state(spark, crawl)
     assert len(rows) == len(urls)
     assert {r.version for r in rows if r.depth == 0} == {2}
+
+
+def test_a_stale_segment_run_late_never_contacts_hosts_another_segment_owns(spark, cfg, web, tmp_path):
+    crawl = seeded(spark, cfg, web, tmp_path)
+    stale = generate.run(spark, cfg, crawl)["segment"]
+    for path in (CrawlDir(crawl).crawldb, CrawlDir(crawl).hostdb):  # its leases expire unused
+        DeltaTable.forPath(spark, path).update(condition=F.col("lease_id") == stale,
+                                               set={"lease_expires_at": F.lit("2000-01-01").cast("timestamp_ntz")})
+    fresh = generate.run(spark, cfg, crawl)["segment"]
+    stats = fetch.run(spark, cfg, crawl, stale)  # the operator reruns the old segment by mistake
+    assert web.log == []
+    assert stats["by_outcome"] == {("not_attempted", None): 6}
+    reasons = {r.reason for r in read(spark, CrawlDir(crawl).segment(stale, "fetch")).collect()}
+    assert reasons == {"host_lease_lost"}
+    assert fetch.run(spark, cfg, crawl, fresh)["by_outcome"][("response", 200)] == 6
