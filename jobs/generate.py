@@ -2,8 +2,8 @@
 
 Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
 in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host)
-and in total (generate.top_n); URLs that the host's fresh cached robots.txt disallows are marked
-robots_denied instead of leased. Writes, in order: the host leases (HostDB, conditional: one live
+and in total (generate.top_n); URLs matching exclusions.patterns or disallowed by the host's fresh
+cached robots.txt are marked (blocked / robots_denied) instead of leased. Writes, in order: the host leases (HostDB, conditional: one live
 owner per host), the fetch list, then the URL leases (CrawlDB MERGE: version+1, lease_id = segment
 id, lease expiry: the commit point). A crash before the URL-lease commit leaves an orphan fetch list
 whose results updatedb ignores (versions do not match) and host leases that expire; after it,
@@ -32,7 +32,7 @@ def fetch_partitions(spark, cfg) -> int:
 
 
 def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[datetime] = None) -> dict:
-    """Returns {"segment": id or None, "urls": n, "hosts": n}."""
+    """Returns {"segment": id or None, "urls", "hosts", "partitions", "robots_denied", "excluded"}."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     top_n = top_n or cfg["generate.top_n"]
