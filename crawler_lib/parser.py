@@ -15,6 +15,7 @@ from typing import Optional
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler_lib.fingerprint import simhash64, to_signed
+from crawler_lib.sitemaps import maybe_gunzip, sitemap_kind, sitemap_locations
 from crawler_lib.urls import UrlRejected, resolve
 from crawler_lib.warc import read_response
 
@@ -164,6 +165,17 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
     row["content_digest"] = content_digest(payload)
     content_type = stored.header("Content-Type")
     if not is_html(content_type):
+        sitemap = maybe_gunzip(payload, cfg["parser.max_decoded_bytes"])
+        if sitemap_kind(sitemap):  # its URLs enter the CrawlDB like outlinks (source "sitemap")
+            outlinks, dropped = [], 0
+            for location in sitemap_locations(sitemap):
+                try:
+                    outlinks.append({"url": resolve(fetch["url"], location, cfg["limits.max_url_length"]),
+                                     "anchor": "", "nofollow": False})
+                except UrlRejected:
+                    dropped += 1
+            row.update(parse_status="sitemap", outlinks=outlinks, links_dropped=dropped)
+            return row
         row.update(parse_status="not_html", reason=media_type(content_type) or "no_content_type")
         return row
     try:

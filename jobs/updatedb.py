@@ -21,7 +21,7 @@ from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, read, run_merge
-from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter
+from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
@@ -42,10 +42,15 @@ def _discover_task(cfg, now: datetime):
     url_filter = UrlFilter.from_config(cfg)
     max_redirects = cfg["http.max_redirects"]
 
+    max_length = cfg["limits.max_url_length"]
+
     def run(rows):
         for row in rows:
-            new = discovered_url_row(row.url, now, row.source, row.depth, row.redirect_hops, url_filter,
-                                     max_redirects)
+            try:  # links and redirects are normalized already; robots.txt Sitemap: values are not
+                url = normalize(row.url, max_length)
+            except UrlRejected:
+                continue
+            new = discovered_url_row(url, now, row.source, row.depth, row.redirect_hops, url_filter, max_redirects)
             yield tuple(new[c] for c in URL_STATE_COLUMNS)
     return run
 
@@ -105,15 +110,21 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
     follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
     links = (parse.filter(~F.col("nofollow"))
-             .select(F.col("depth"), F.explode("outlinks").alias("link"))
+             .select(F.col("depth"), "parse_status", F.explode("outlinks").alias("link"))
              .filter(F.lit(follow_rel_nofollow) | ~F.col("link.nofollow"))
-             .select(F.col("link.url").alias("url"), F.lit(st.LINK).alias("source"),
+             .select(F.col("link.url").alias("url"),
+                     F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
+                     .alias("source"),
                      (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
+    sitemaps = (read(spark, crawl.segment(segment_id, "hostupdates"))  # robots.txt Sitemap: lines
+                .select(F.explode("sitemaps").alias("url"))
+                .select(F.expr("url"), F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
+                        F.lit(0).alias("redirect_hops")))
     redirects = (fetch.filter(F.col("redirect_to").isNotNull())
                  .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
                          "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
     first = Window.partitionBy("url").orderBy("depth", "redirect_hops", "source")
-    candidates = (links.unionByName(redirects)
+    candidates = (links.unionByName(redirects).unionByName(sitemaps)
                   .withColumn("_rank", F.row_number().over(first)).filter("_rank = 1").drop("_rank"))
     discovered = _bound_growth(cfg, spark.createDataFrame(
         candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb_table.toDF())

@@ -52,6 +52,9 @@ def test_crawl_reaches_a_fixpoint_with_expected_statuses(spark, crawled):
     assert {u: r.status for u, r in rows.items()} == expected
     assert all(r.lease_id is None for r in rows.values())
     assert rows[web.host_keys[0] + "/old"].redirect_to == web.host_keys[0] + "/page/1"
+    for host in web.host_keys:  # robots.txt -> sitemap.xml -> a page no other page links to
+        assert rows[host + "/sitemap.xml"].source == "sitemap"
+        assert rows[host + f"/page/{web.pages_per_host}"].source == "sitemap"
     summaries = [line for line in crawled["lines"] if line.startswith("cycle 1/1 segment ")]
     assert len(summaries) == len(crawled["cycles"])
     assert all("generated" in line and "fetched" in line and "new URLs" in line for line in summaries)

@@ -57,3 +57,18 @@ def test_media_types_and_digest():
     assert is_html("text/html; charset=utf-8") and is_html("application/xhtml+xml")
     assert not is_html("application/pdf") and not is_html(None)
     assert content_digest(b"abc") == "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
+
+
+def test_sitemaps_plain_gzip_and_index_are_bounded_scans():
+    from crawler_lib.sitemaps import maybe_gunzip, sitemap_kind, sitemap_locations
+
+    urlset = (b'<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+              b"<url><loc> http://a.com/x?a=1&amp;b=2 </loc></url><url><loc>/relative</loc></url></urlset>")
+    assert sitemap_kind(urlset) == "urlset"
+    assert sitemap_locations(urlset) == ["http://a.com/x?a=1&b=2", "/relative"]
+    assert sitemap_locations(maybe_gunzip(gzip.compress(urlset))) == sitemap_locations(urlset)
+    index = b"<sitemapindex><sitemap><loc>http://a.com/s2.xml.gz</loc></sitemap></sitemapindex>"
+    assert (sitemap_kind(index), sitemap_locations(index)) == ("sitemapindex", ["http://a.com/s2.xml.gz"])
+    assert sitemap_kind(b"<html><body>urlset</body></html>") is None
+    bomb = b'<!DOCTYPE x [<!ENTITY a "aaaa">]><urlset><url><loc>&a;&a;</loc></url></urlset>'
+    assert sitemap_locations(bomb) == ["&a;&a;"]  # entities are never expanded

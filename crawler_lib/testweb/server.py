@@ -94,9 +94,18 @@ class TestWeb:
         for h in range(self.hosts):
             base = self.host_key(h)
             urls.add(base + "/")
-            urls.update(f"{base}/page/{n}" for n in range(self.pages_per_host))
+            urls.update(f"{base}/page/{n}" for n in range(self.pages_per_host + 1))  # the last: sitemap only
             urls.update(base + path for path in self.SPECIAL_PATHS)
+            urls.add(base + "/sitemap.xml")
         return urls
+
+    def sitemap_xml(self, index: int) -> str:
+        """Every page of the host, including one no page links to (only the sitemap knows it)."""
+        base = self.host_key(index)
+        locs = "".join(f"<url><loc>{base}/page/{n}</loc><lastmod>2026-01-01</lastmod></url>"
+                       for n in range(self.pages_per_host + 1))
+        return ('<?xml version="1.0" encoding="UTF-8"?>'
+                f'<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">{locs}</urlset>')
 
     @staticmethod
     def page_text(h: int, n: Optional[int], words: int = 150) -> list[str]:
@@ -218,7 +227,9 @@ class TestWeb:
         near = False
         if path == "/":
             number = None
-        elif path.startswith("/page/") and path[6:].isdigit() and int(path[6:]) < self.pages_per_host:
+        elif path == "/sitemap.xml":
+            return self._with_etag(request, self.sitemap_xml(site.index).encode(), "application/xml")
+        elif path.startswith("/page/") and path[6:].isdigit() and int(path[6:]) <= self.pages_per_host:
             number = int(path[6:])
         elif path in ("/page/0/copy", "/page/0/near"):
             number, near = 0, path.endswith("near")  # the copy is byte-identical to /page/0
@@ -233,11 +244,14 @@ class TestWeb:
                                 content_type="text/html")
         else:
             return web.Response(status=404, text="not found")
-        body = self.page_html(site.index, number, near).encode()
+        return self._with_etag(request, self.page_html(site.index, number, near).encode(), "text/html")
+
+    @staticmethod
+    def _with_etag(request: web.Request, body: bytes, content_type: str) -> web.Response:
         etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
         if request.headers.get("If-None-Match") == etag:
             return web.Response(status=304, headers={"ETag": etag})
-        return web.Response(body=body, content_type="text/html", charset="utf-8", headers={"ETag": etag})
+        return web.Response(body=body, content_type=content_type, charset="utf-8", headers={"ETag": etag})
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> "TestWeb":
