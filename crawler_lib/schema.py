@@ -26,11 +26,6 @@ deferred_reason string, sitemaps array<string>, lease_id string, lease_expires_a
 updated_by_segment string
 """
 
-FETCH_LIST = """
-url string, host_key string, version long, lease_id string, priority double, depth int,
-redirect_hops int, etag string, last_modified string, fetch_partition int
-"""
-
 FETCH_RESULT = """
 url string, host_key string, version long, lease_id string, depth int, redirect_hops int,
 outcome string, reason string, http_status int, fetched_at timestamp_ntz,

@@ -155,10 +155,6 @@ def host_key(normalized_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-def host_of(normalized_url: str) -> str:
-    return urlsplit(normalized_url).hostname or ""
-
-
 URL_PATTERN_SQL = r"regexp_replace(url, '[0-9]+', '#')"  # one "pattern" per shape: /cal/2000/1 -> /cal/#/#
 
 

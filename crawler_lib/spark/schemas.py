@@ -21,10 +21,6 @@ def host_state() -> StructType:
     return struct(schema.HOST_STATE)
 
 
-def fetch_list() -> StructType:
-    return struct(schema.FETCH_LIST)
-
-
 def fetch_result() -> StructType:
     return struct(schema.FETCH_RESULT)
 

@@ -18,10 +18,6 @@ def read(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.format("delta").load(path)
 
 
-def read_or_empty(spark: SparkSession, path: str, schema: StructType) -> DataFrame:
-    return read(spark, path) if is_delta(spark, path) else spark.createDataFrame([], schema)
-
-
 def overwrite(df: DataFrame, path: str) -> None:
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
 
