@@ -16,7 +16,7 @@ from selectolax.lexbor import LexborHTMLParser
 
 from crawler_lib.fingerprint import simhash64, to_signed
 from crawler_lib.sitemaps import maybe_gunzip, sitemap_kind, sitemap_locations
-from crawler_lib.urls import UrlRejected, resolve
+from crawler_lib.urls import LinkResolver, UrlRejected
 from crawler_lib.warc import read_response
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
@@ -109,17 +109,23 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
             directives = {d.strip() for d in (meta.attributes.get("content") or "").lower().split(",")}
             result.noindex |= bool(directives & {"noindex", "none"})
             result.nofollow |= bool(directives & {"nofollow", "none"})
+    resolver = LinkResolver(base_url, max_url_length)
     base = tree.css_first("base[href]")
     if base is not None:
         try:
-            base_url = resolve(base_url, base.attributes.get("href") or "", max_url_length)
+            resolver = LinkResolver(resolver(base.attributes.get("href") or ""), max_url_length)
         except UrlRejected:
             pass
     seen: set[str] = set()
+    seen_hrefs: set[str] = set()  # pages repeat links (menus, pagination): resolve each href once
     for node in tree.css("a[href], area[href]"):
-        href = node.attributes.get("href") or ""
+        attributes = node.attributes
+        href = attributes.get("href") or ""
+        if href in seen_hrefs:
+            continue
+        seen_hrefs.add(href)
         try:
-            url = resolve(base_url, href, max_url_length)
+            url = resolver(href)
         except UrlRejected:
             result.links_dropped += 1
             continue
@@ -129,8 +135,8 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
             result.links_dropped += 1
             continue
         seen.add(url)
-        rel = (node.attributes.get("rel") or "").lower().split()
-        anchor = node.text(strip=True)[:200] if node.tag == "a" else (node.attributes.get("alt") or "")[:200]
+        rel = (attributes.get("rel") or "").lower().split()
+        anchor = node.text(strip=True)[:200] if node.tag == "a" else (attributes.get("alt") or "")[:200]
         result.outlinks.append(Outlink(url, anchor, "nofollow" in rel))
     body_node = tree.body
     result.text = body_node.text(separator=" ", strip=True) if body_node is not None else ""
@@ -168,9 +174,10 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
         sitemap = maybe_gunzip(payload, cfg["parser.max_decoded_bytes"])
         if sitemap_kind(sitemap):  # its URLs enter the CrawlDB like outlinks (source "sitemap")
             outlinks, dropped = [], 0
+            resolver = LinkResolver(fetch["url"], cfg["limits.max_url_length"])
             for location in sitemap_locations(sitemap):
                 try:
-                    outlinks.append({"url": resolve(fetch["url"], location, cfg["limits.max_url_length"]),
+                    outlinks.append({"url": resolver(location),
                                      "anchor": "", "nofollow": False})
                 except UrlRejected:
                     dropped += 1
