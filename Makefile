@@ -5,13 +5,15 @@ PY := $(VENV)/bin/python
 CACHE := .cache
 JARS_STAMP := $(CACHE)/jars/.complete
 DEPS_STAMP := $(VENV)/.installed
+AIRFLOW_VENV := .venv-airflow
+AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
 DEMO_DIR ?= demo-crawl
 CYCLES ?= 3
 export CRAWLER_JARS_DIR := $(CURDIR)/$(CACHE)/jars
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 
-.PHONY: setup demo test test-unit bench clean check-java dist
+.PHONY: setup demo test test-unit test-dags bench clean check-java dist
 
 setup: check-java $(DEPS_STAMP) $(JARS_STAMP)
 
@@ -31,8 +33,19 @@ $(JARS_STAMP): $(DEPS_STAMP)
 demo: setup
 	$(PY) -m crawler_lib.testweb.demo --crawl-dir $(DEMO_DIR) --cycles $(CYCLES)
 
-test: setup
+test: setup test-dags
 	$(PY) -m pytest -q
+
+# The Airflow DAG is tested in its own virtualenv: Airflow's Spark provider pulls pyspark-client.
+$(AIRFLOW_STAMP): dags/requirements.txt
+	@test -x $(AIRFLOW_VENV)/bin/python || $(PYTHON) -m venv $(AIRFLOW_VENV)
+	$(AIRFLOW_VENV)/bin/python -m pip install -q --upgrade pip
+	$(AIRFLOW_VENV)/bin/python -m pip install -q -r dags/requirements.txt 'pytest>=8,<9'
+	@touch $@
+
+test-dags: $(AIRFLOW_STAMP)
+	AIRFLOW_HOME=$(CURDIR)/$(CACHE)/airflow AIRFLOW__CORE__LOAD_EXAMPLES=False \
+	  $(AIRFLOW_VENV)/bin/python -m pytest -q --noconftest -p no:cacheprovider tests/dags
 
 test-unit: setup
 	$(PY) -m pytest -q -m "not spark and not e2e"

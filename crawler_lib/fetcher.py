@@ -213,7 +213,8 @@ class PartitionFetcher:
             next_allowed_at=to_epoch(first.get("next_allowed_at")) or 0.0,
             backoff_until=to_epoch(first.get("backoff_until")) or 0.0,
             consecutive_failures=first.get("consecutive_failures") or 0,
-            rng=random.Random(f"{self.segment_id}:{key}"))  # jitter differs per host, reproducibly
+            rng=random.Random(f"{self.segment_id}:{key}"),  # jitter differs per host, reproducibly
+            policy_delay_s=first.get("policy_delay_s"), policy_max_concurrency=first.get("policy_max_concurrency"))
         if self.attempt > 0:
             # A retried Spark task cannot know when the failed attempt last hit the host: wait a delay.
             politeness.next_allowed_at = max(politeness.next_allowed_at, now + politeness.delay_s)
@@ -248,8 +249,8 @@ class PartitionFetcher:
             log.warning("deferring %s: Crawl-delay %gs > politeness.max_crawl_delay_s", host.key, crawl_delay)
             self._return_rest(host, host.deferred_reason)
         else:
-            host.politeness.set_delay(max(self.cfg["politeness.default_delay_s"], crawl_delay or 0.0))
-            workers = self.cfg["politeness.max_concurrency_per_host"]
+            host.politeness.adopt_crawl_delay(crawl_delay)
+            workers = host.politeness.max_concurrency
             await asyncio.gather(*(self._host_worker(host) for _ in range(workers)))
         self._emit_host(host)
 

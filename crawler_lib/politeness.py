@@ -36,6 +36,7 @@ def parse_retry_after(value: Optional[str], now: float) -> Optional[float]:
 class HostPoliteness:
     delay_s: float
     max_concurrency: int = 1
+    base_delay_s: float = 0.0  # the delay before any Crawl-delay: the default or the host's policy
     backoff_base_s: float = 10.0
     backoff_max_s: float = 3600.0
     next_allowed_at: float = 0.0
@@ -48,9 +49,14 @@ class HostPoliteness:
     @classmethod
     def from_config(cls, cfg, crawl_delay_s: Optional[float] = None, next_allowed_at: float = 0.0,
                     backoff_until: float = 0.0, consecutive_failures: int = 0,
-                    rng: Optional[random.Random] = None) -> "HostPoliteness":
-        delay = max(cfg["politeness.default_delay_s"], crawl_delay_s or 0.0)
-        return cls(delay_s=delay, max_concurrency=cfg["politeness.max_concurrency_per_host"],
+                    rng: Optional[random.Random] = None, policy_delay_s: Optional[float] = None,
+                    policy_max_concurrency: Optional[int] = None) -> "HostPoliteness":
+        """An operator's host policy (HostDB) replaces the default delay and concurrency; a robots.txt
+        Crawl-delay longer than either still wins, and concurrency never exceeds the global cap."""
+        base = cfg["politeness.default_delay_s"] if policy_delay_s is None else policy_delay_s
+        cap = cfg["politeness.max_concurrency_per_host"]
+        return cls(delay_s=max(base, crawl_delay_s or 0.0), base_delay_s=base,
+                   max_concurrency=min(cap, policy_max_concurrency or cap),
                    backoff_base_s=cfg["politeness.backoff_base_s"],
                    backoff_max_s=cfg["politeness.backoff_max_s"],
                    next_allowed_at=next_allowed_at or 0.0, backoff_until=backoff_until or 0.0,
@@ -79,9 +85,10 @@ class HostPoliteness:
         full delay from when the host actually saw this one begin."""
         self.next_allowed_at = max(self.next_allowed_at, now + self.delay_s)
 
-    def set_delay(self, delay_s: float) -> None:
-        """Adopt a new delay (robots.txt's Crawl-delay, learnt after its request): it also
+    def adopt_crawl_delay(self, crawl_delay_s: Optional[float]) -> None:
+        """Adopt robots.txt's Crawl-delay (learnt after its request) over the base delay: it also
         applies to the gap after the request already started."""
+        delay_s = max(self.base_delay_s, crawl_delay_s or 0.0)
         self.delay_s = delay_s
         if self.last_start_at is not None:
             self.next_allowed_at = max(self.next_allowed_at, self.last_start_at + delay_s)

@@ -31,7 +31,8 @@ def configure_logging(verbose: bool = False) -> None:
 
 
 def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--conf", metavar="FILE", help="YAML file overriding conf/default.yaml")
+    parser.add_argument("--conf", metavar="FILE", type=lambda path: path or None,
+                        help="YAML file overriding conf/default.yaml (empty: none, as schedulers pass it)")
     parser.add_argument("-D", dest="define", action="append", default=[], metavar="KEY=VALUE",
                         help="override one config key (highest precedence); repeatable")
     parser.add_argument("--verbose", action="store_true", help="debug logging and tracebacks")

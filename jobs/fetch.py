@@ -26,6 +26,7 @@ from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
 from jobs.base import CrawlJob, utc_now
 
 HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
+POLICY_COLUMNS = ("policy_delay_s", "policy_max_concurrency")  # operator overrides: `crawler host-policy`
 
 
 def output_schema() -> StructType:
@@ -69,7 +70,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         # Only the segment holding a host's live lease may contact it (a stale segment run late
         # would be a second owner): its other hosts' URLs go back to the pool untouched.
         owned = ((F.col("lease_id") == segment_id) & (F.col("lease_expires_at") > F.lit(now).cast("timestamp_ntz")))
-        rows = fetchlist.join(hostdb.select("host_key", *HOST_COLUMNS, F.coalesce(owned, F.lit(False))
+        rows = fetchlist.join(hostdb.select("host_key", *HOST_COLUMNS, *POLICY_COLUMNS, F.coalesce(owned, F.lit(False))
                                             .alias("host_owned")), "host_key", "left")
         partitions = max(1, fetchlist.agg(F.max("fetch_partition")).first()[0] + 1) if not fetchlist.isEmpty() else 1
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])

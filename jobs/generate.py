@@ -1,8 +1,8 @@
 """generate: lease due URLs into a new segment's fetch list, one host per fetch partition.
 
 Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
-in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host)
-and in total (generate.top_n); URLs matching exclusions.patterns or disallowed by the host's fresh
+in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host,
+or the host's policy) and in total (generate.top_n); URLs matching exclusions.patterns or disallowed by the host's fresh
 cached robots.txt are marked (blocked / robots_denied) instead of leased. Writes, in order: the host leases (HostDB, conditional: one live
 owner per host), the fetch list, then the URL leases (CrawlDB MERGE: version+1, lease_id = segment
 id, lease expiry: the commit point). A crash before the URL-lease commit leaves an orphan fetch list
@@ -49,8 +49,15 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
            .join(unavailable_hosts, "host_key", "left_anti"))
     per_host = Window.partitionBy("host_key").orderBy(
         F.col("priority").desc(), F.col("depth").asc(), F.col("next_fetch_at").asc(), F.col("url"))
+    # Per-host page budget: the configured one, or the host's operator policy (`crawler host-policy`).
+    # The literal bound lets Spark keep only that many rows per host before sorting a huge host.
+    default_budget = min(cfg["generate.max_per_host"], cfg["limits.max_pages_per_host"])
+    budgets = hostdb.filter(F.col("policy_max_pages").isNotNull()).select("host_key", "policy_max_pages")
+    largest_budget = max(default_budget, budgets.agg(F.max("policy_max_pages")).first()[0] or 0)
     selected = (due.withColumn("_host_rank", F.row_number().over(per_host))
-                .filter(F.col("_host_rank") <= min(cfg["generate.max_per_host"], cfg["limits.max_pages_per_host"]))
+                .filter(F.col("_host_rank") <= largest_budget)
+                .join(F.broadcast(budgets), "host_key", "left")
+                .filter(F.col("_host_rank") <= F.coalesce("policy_max_pages", F.lit(default_budget)))
                 .orderBy(F.col("priority").desc(), F.col("_host_rank").asc(), F.col("url"))
                 .limit(top_n))
 

@@ -50,7 +50,9 @@ def check_seed_files(seed_files: list[str]) -> None:
             raise CrawlError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
 
 
-def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None = None) -> dict:
+def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None = None, due_now: bool = False) -> dict:
+    """Insert new URLs; raise known URLs' priority; with `due_now`, also make known URLs due now (an
+    operator's priority list: generate takes them next cycle, ahead of lower-priority links)."""
     now = now or utc_now()
     check_seed_files(seed_files)
     crawl = CrawlDir(crawl_dir)
@@ -67,12 +69,18 @@ def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None 
     best = Window.partitionBy("url").orderBy(F.col("priority").desc())
     seeds = rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
     crawldb = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    if due_now:  # never a blocked URL, never one leased to a running segment, never later than it was
+        refresh = (f"t.status != '{st.BLOCKED}' AND (t.lease_id IS NULL OR t.lease_expires_at <= s.first_seen_at) "
+                   "AND (s.priority > t.priority OR t.next_fetch_at > s.first_seen_at)")
+        changes = {"priority": "greatest(t.priority, s.priority)", "next_fetch_at": "least(t.next_fetch_at, s.first_seen_at)"}
+    else:
+        refresh, changes = "s.priority > t.priority", {"priority": "s.priority"}
     metrics = run_merge(crawldb.alias("t").merge(seeds.alias("s"), "t.url = s.url")
-                        .whenMatchedUpdate(condition="s.priority > t.priority", set={"priority": "s.priority"})
+                        .whenMatchedUpdate(condition=refresh, set=changes)
                         .whenNotMatchedInsertAll())
     parsed.unpersist()
     return {"inserted": metrics.get("num_inserted_rows", 0),
-            "priority_raised": metrics.get("num_updated_rows", 0), "bad_lines": bad_count}
+            "updated": metrics.get("num_updated_rows", 0), "bad_lines": bad_count}
 
 
 class Inject(CrawlJob):
@@ -83,6 +91,8 @@ class Inject(CrawlJob):
     def add_arguments(cls, parser):
         parser.add_argument("seed_files", nargs="+", metavar="SEEDFILE",
                             help='one URL per line, optional "<TAB>priority=2.5"')
+        parser.add_argument("--due-now", action="store_true", help="also make already-known URLs due now, so "
+                            "the next generate takes them (by priority) ahead of discovered links")
 
     @classmethod
     def preflight(cls, cfg, args) -> None:
@@ -90,8 +100,9 @@ class Inject(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        stats = run(spark, cfg, args.crawl_dir, args.seed_files)
-        print(f"injected {stats['inserted']} new URLs ({stats['priority_raised']} with raised priority, "
+        stats = run(spark, cfg, args.crawl_dir, args.seed_files, due_now=args.due_now)
+        changed = "made due now or raised in priority" if args.due_now else "with raised priority"
+        print(f"injected {stats['inserted']} new URLs ({stats['updated']} known URLs {changed}, "
               f"{stats['bad_lines']} bad lines skipped)")
         return 0
 

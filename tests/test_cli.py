@@ -55,3 +55,15 @@ def test_core_library_imports_no_spark():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("step", ["generate", "fetch", "parse", "updatedb", "dedup"])
+def test_an_empty_conf_means_the_defaults(step):
+    """Schedulers (the Airflow DAG) always pass --conf, empty when the crawl has no config file."""
+    import importlib
+
+    from jobs.cli import COMMANDS
+    module, name = COMMANDS[step]
+    job = getattr(importlib.import_module(module), name)
+    assert job.parser().parse_args(["--crawl-dir", "/c", "--conf", ""]).conf is None
+    assert job.parser().parse_args(["--crawl-dir", "/c", "--conf", "/etc/c.yaml"]).conf == "/etc/c.yaml"

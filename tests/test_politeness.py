@@ -71,11 +71,30 @@ def test_exponential_backoff_with_jitter_grows_and_success_resets():
 
 
 def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
-    h = host(delay_s=1.0)
+    h = host(delay_s=1.0, base_delay_s=1.0)
     h.start(10.0)          # robots.txt itself, under the default delay
     h.finish(10.2, 200)
-    h.set_delay(3.0)       # its Crawl-delay
+    h.adopt_crawl_delay(3.0)
     assert h.ready_at() == pytest.approx(13.0)
+    h.adopt_crawl_delay(0.5)  # a shorter Crawl-delay never shortens the base delay
+    assert h.delay_s == 1.0
+
+
+CFG = {"politeness.default_delay_s": 1.0, "politeness.max_concurrency_per_host": 2,
+       "politeness.backoff_base_s": 10.0, "politeness.backoff_max_s": 100.0}
+
+
+@pytest.mark.parametrize("policy_delay, crawl_delay, expected", [
+    (None, None, 1.0), (5.0, None, 5.0), (0.2, None, 0.2), (0.2, 3.0, 3.0), (5.0, 3.0, 5.0)])
+def test_a_host_policy_delay_replaces_the_default_but_never_beats_crawl_delay(policy_delay, crawl_delay, expected):
+    h = HostPoliteness.from_config(CFG, policy_delay_s=policy_delay)
+    h.adopt_crawl_delay(crawl_delay)
+    assert h.delay_s == expected
+
+
+@pytest.mark.parametrize("policy, expected", [(None, 2), (1, 1), (8, 2)])
+def test_a_host_policy_concurrency_stays_under_the_global_cap(policy, expected):
+    assert HostPoliteness.from_config(CFG, policy_max_concurrency=policy).max_concurrency == expected
 
 
 def test_a_late_send_pushes_the_next_start():

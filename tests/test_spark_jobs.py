@@ -21,7 +21,7 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
         "http://b.com/\tpriority=high", "http://b.com/?a=1\tcolour=red", "http://c.com/" + "?p=1" * 0])
     crawl = str(tmp_path / "crawl")
     stats = inject.run(spark, cfg, crawl, [seeds])
-    assert stats == {"inserted": 2, "priority_raised": 0, "bad_lines": 3}
+    assert stats == {"inserted": 2, "updated": 0, "bad_lines": 3}
     err = capsys.readouterr().err
     assert f"{seeds}:5: rejected URL (scheme_not_http)" in err
     assert f"{seeds}:6: priority is not a number" in err
@@ -38,7 +38,7 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
     assert read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect() == before
 
     raised = write_seeds(tmp_path / "more.txt", ["http://c.com/\tpriority=9", "http://a.com/x\tpriority=0.1"])
-    assert inject.run(spark, cfg, crawl, [raised])["priority_raised"] == 1
+    assert inject.run(spark, cfg, crawl, [raised])["updated"] == 1
     priorities = {r.url: r.priority for r in read(spark, CrawlDir(crawl).crawldb).collect()}
     assert priorities == {"http://a.com/x": 2.5, "http://c.com/": 9.0}
 

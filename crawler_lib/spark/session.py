@@ -31,6 +31,9 @@ BASE_SETTINGS = {
     # Python workers: fetch tasks hold sockets, not rows; keep them alive between tasks.
     "spark.python.worker.reuse": "true",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
+    # New tables (CrawlDB, HostDB, segments) get deletion vectors: a MERGE that touches 100 k rows
+    # spread over every file writes those rows, not a copy of every file (see BENCHMARKS.md).
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
 }
 
 # Embedded default (local master): a laptop-sized session that never leaves loopback.

@@ -23,9 +23,20 @@ def overwrite(df: DataFrame, path: str) -> None:
 
 
 def ensure_table(spark: SparkSession, path: str, schema: StructType) -> DeltaTable:
+    """The Delta table at `path`, created empty if absent; columns added to the schema since the table
+    was made are added to it (null in old rows), so a crawl dir outlives upgrades."""
     if not is_delta(spark, path):
         spark.createDataFrame([], schema).write.format("delta").mode("ignore").save(path)
-    return DeltaTable.forPath(spark, path)
+    table = DeltaTable.forPath(spark, path)
+    existing = set(table.toDF().columns)
+    missing = [f for f in schema.fields if f.name not in existing]
+    if missing:
+        columns = ", ".join(f"{f.name} {f.dataType.simpleString()}" for f in missing)
+        if "timestamp_ntz" in columns:  # a Delta table feature, enabled explicitly on older tables
+            spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.feature.timestampNtz' = 'supported')")
+        spark.sql(f"ALTER TABLE delta.`{path}` ADD COLUMNS ({columns})")
+        table = DeltaTable.forPath(spark, path)
+    return table
 
 
 def run_merge(builder) -> dict[str, int]:

@@ -1,0 +1,180 @@
+"""CrawlDB at scale: generate and updatedb over synthetic CrawlDBs of 1 M and 10 M URLs.
+
+A synthetic CrawlDB has realistic URL shapes, a status mix (60% unfetched and due, 30% fetched of
+which half are due again, 10% gone) and hosts of ~100 URLs each; the skewed variant puts one host's
+worth of 10% of all URLs (1 M of 10 M) on a single host, the even variant spreads the same total.
+The real `generate` leases `TOP_N` URLs; a synthetic segment then answers every leased URL with a
+200 whose page has `OUTLINKS` new links (so updatedb applies 100 k results and inserts 1 M URLs), and
+the real `updatedb` applies it. CPU is every process of the crawler: this Python driver, the Spark
+JVM and its Python workers (read from /proc for the whole process tree).
+
+Run on its own (`python -m bench.crawldb 1000000 10000000`) or from `make bench`; it starts its own
+Spark with more driver memory, so `make bench` runs it in a subprocess.
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+
+TOP_N = 100_000
+OUTLINKS = 10
+URLS_PER_HOST = 100
+SKEWED_SHARE = 0.1
+NOW = datetime(2026, 11, 30, 12, 0, 0)
+
+
+def tree_cpu_s(root: int) -> float:
+    """CPU-seconds of `root` and all its descendants, including reaped children (cutime/cstime)."""
+    parents, cpu = {}, {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+
+    def in_tree(pid: int) -> bool:
+        while pid > 1:
+            if pid == root:
+                return True
+            pid = parents.get(pid, 0)
+        return False
+    return sum(seconds for pid, seconds in cpu.items() if in_tree(pid))
+
+
+class Meter:
+    """Wall and whole-tree CPU seconds of a block."""
+
+    def __enter__(self):
+        self.wall, self.cpu = time.perf_counter(), tree_cpu_s(os.getpid())
+        return self
+
+    def __exit__(self, *exc):
+        self.wall, self.cpu = time.perf_counter() - self.wall, tree_cpu_s(os.getpid()) - self.cpu
+
+
+def build_crawldb(spark, path: str, total: int, skewed: bool) -> None:
+    from pyspark.sql import functions as F
+
+    from crawler_lib.spark import schemas
+    hosts = max(1, total // URLS_PER_HOST)
+    big = int(total * SKEWED_SHARE) if skewed else 0
+    due, later = F.lit(NOW - timedelta(hours=1)), F.lit(NOW + timedelta(days=10))
+    bucket = F.col("id") % 10
+    df = (spark.range(total)
+          .withColumn("host_key", F.when(F.col("id") < big, F.lit("http://big.example"))
+                      .otherwise(F.format_string("http://host%d.example", F.xxhash64("id") % hosts)))
+          .withColumn("url", F.format_string("%s/section%d/article-%d.html", "host_key", F.col("id") % 50, "id"))
+          .withColumn("status", F.when(bucket < 6, "unfetched").when(bucket < 9, "fetched").otherwise("gone"))
+          .withColumn("next_fetch_at", F.when(bucket < 6, due).when(bucket < 9, F.when(F.col("id") % 2 == 0, due)
+                                                                    .otherwise(later)).otherwise(later)))
+    fetched = F.col("status") != "unfetched"
+    columns = {
+        "url_id": F.substring(F.sha1("url"), 1, 16), "reason": F.lit(None), "version": F.when(fetched, 1).otherwise(0),
+        "lease_id": F.lit(None), "lease_expires_at": F.lit(None), "priority": (F.col("id") % 7) / 7.0,
+        "depth": (F.col("id") % 5).cast("int"), "source": F.lit("link"), "redirect_hops": F.lit(0),
+        "first_seen_at": F.lit(NOW - timedelta(days=30)),
+        "last_fetch_at": F.when(fetched, F.lit(NOW - timedelta(days=20))),
+        "fetch_interval_s": F.when(fetched, F.lit(2592000)),
+        "http_status": F.when(F.col("status") == "fetched", 200).when(fetched, 404),
+        "content_type": F.when(F.col("status") == "fetched", F.lit("text/html")),
+        "etag": F.lit(None), "last_modified": F.lit(None),
+        "content_digest": F.when(F.col("status") == "fetched", F.concat(F.lit("sha256:"), F.sha2("url", 256))),
+        "simhash": F.when(F.col("status") == "fetched", F.xxhash64("url")), "failure_count": F.lit(0),
+        "redirect_to": F.lit(None), "duplicate_of": F.lit(None), "warc_filename": F.lit(None),
+        "warc_offset": F.lit(None), "warc_length": F.lit(None)}
+    schema = schemas.url_state()
+    df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
+                     for f in schema.fields])
+    df.write.format("delta").mode("overwrite").save(path)
+
+
+def synthetic_segment(spark, crawl, segment_id: str) -> None:
+    """Fetch, parse and host results for every URL of the segment's fetch list: all 200s, each page
+    with OUTLINKS links to URLs the CrawlDB does not know yet."""
+    from pyspark.sql import functions as F
+
+    from crawler_lib.schema import FETCH_RESULT, HOST_RESULT, PARSE_RESULT
+    from crawler_lib.spark import schemas
+    from crawler_lib.spark.tables import overwrite, read
+    fetchlist = read(spark, crawl.segment(segment_id, "fetchlist"))
+    fetched_at = F.lit(NOW).cast("timestamp_ntz")
+    fetch_values = {"outcome": F.lit("response"), "http_status": F.lit(200), "fetched_at": fetched_at,
+                    "content_type": F.lit("text/html"), "body_bytes": F.lit(138_000), "truncated": F.lit(False)}
+    parse_values = {"parse_status": F.lit("ok"), "title": F.lit("t"), "content_digest": F.sha2("url", 256),
+                    "simhash": F.xxhash64("url"), "noindex": F.lit(False), "nofollow": F.lit(False),
+                    "links_dropped": F.lit(0),
+                    "outlinks": F.transform(F.sequence(F.lit(1), F.lit(OUTLINKS)), lambda k: F.struct(
+                        F.format_string("%s/new/%s-%d.html", "host_key", F.substring(F.sha1("url"), 1, 12), k)
+                        .alias("url"), F.lit("").alias("anchor"), F.lit(False).alias("nofollow")))}
+
+    def table(ddl: str, values: dict, source):
+        schema = schemas.struct(ddl)
+        return source.select(*[(values[f.name] if f.name in values else
+                                (F.col(f.name) if f.name in source.columns else F.lit(None))).cast(f.dataType)
+                               .alias(f.name) for f in schema.fields])
+    overwrite(table(FETCH_RESULT, fetch_values, fetchlist), crawl.segment(segment_id, "fetch"))
+    overwrite(table(PARSE_RESULT, parse_values, fetchlist), crawl.segment(segment_id, "parse"))
+    hosts = fetchlist.select("host_key").distinct()
+    overwrite(table(HOST_RESULT, {"next_allowed_at": fetched_at, "consecutive_failures": F.lit(0)}, hosts),
+              crawl.segment(segment_id, "hostupdates"))
+
+
+def one_case(spark, cfg, root: str, total: int, skewed: bool) -> dict:
+    from pyspark.sql import functions as F
+
+    from crawler_lib.crawldir import CrawlDir
+    from crawler_lib.spark.tables import read
+    from jobs import generate, updatedb
+    crawl = CrawlDir(os.path.join(root, f"{total}-{'skewed' if skewed else 'even'}"))
+    with Meter() as built:
+        build_crawldb(spark, crawl.crawldb, total, skewed)
+    with Meter() as gen:
+        stats = generate.run(spark, cfg, crawl.root, top_n=TOP_N, now=NOW)
+    big_host = (read(spark, crawl.segment(stats["segment"], "fetchlist"))
+                .filter(F.col("host_key") == "http://big.example").count())
+    synthetic_segment(spark, crawl, stats["segment"])
+    with Meter() as upd:
+        applied = updatedb.run(spark, cfg, crawl.root, stats["segment"], now=NOW + timedelta(minutes=30))
+    case = {"total": total, "skewed": skewed, "build_s": built.wall, "leased": stats["urls"],
+            "big_host_leased": big_host, "generate_wall_s": gen.wall, "generate_cpu_s": gen.cpu,
+            "updatedb_wall_s": upd.wall, "updatedb_cpu_s": upd.cpu, "applied": applied["applied"],
+            "inserted": applied["new_urls"]}
+    print("crawldb:", json.dumps({k: round(v, 1) if isinstance(v, float) else v for k, v in case.items()}),
+          flush=True)
+    return case
+
+
+def growth_exponent(small: dict, large: dict, key: str) -> float:
+    return math.log(large[key] / small[key]) / math.log(large["total"] / small["total"])
+
+
+def main(sizes: list[int]) -> dict:
+    from crawler_lib.config import Config
+    from crawler_lib.spark.session import get_spark
+    cfg = Config.load()
+    spark = get_spark("bench-crawldb", cfg, {"spark.ui.enabled": "false", "spark.driver.memory": "6g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory() as root:
+        one_case(spark, cfg, root, 100_000, skewed=False)  # warm-up (JIT, class loading): not reported
+        cases = [one_case(spark, cfg, root, total, skewed=True) for total in sizes]
+        cases.append(one_case(spark, cfg, root, sizes[-1], skewed=False))
+    summary = {"cases": cases, "max_per_host": cfg["generate.max_per_host"]}
+    if len(sizes) > 1:
+        summary["growth"] = {key: growth_exponent(cases[0], cases[len(sizes) - 1], key)
+                             for key in ("generate_wall_s", "updatedb_wall_s")}
+    return summary
+
+
+if __name__ == "__main__":
+    result = main([int(s) for s in sys.argv[1:]] or [1_000_000, 10_000_000])
+    print("RESULT " + json.dumps(result))

@@ -1,0 +1,49 @@
+"""The Airflow DAG, loaded by Airflow's own DagBag (runs in .venv-airflow: `make test-dags`)."""
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("airflow.sdk")
+pytest.importorskip("airflow.providers.apache.spark")
+
+import jinja2  # noqa: E402  (Airflow's template engine)
+from airflow.models.dagbag import DagBag  # noqa: E402
+from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[2]
+STEPS = ["generate", "fetch", "parse", "updatedb", "dedup"]
+
+
+@pytest.fixture(scope="module")
+def dag():
+    bag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False)
+    assert bag.import_errors == {}
+    assert list(bag.dags) == ["crawl_cycle"]
+    return bag.dags["crawl_cycle"]
+
+
+def test_one_cycle_in_step_order_without_overlap(dag):
+    assert [t.task_id for t in dag.topological_sort()] == STEPS
+    for before, after in zip(STEPS, STEPS[1:]):
+        assert dag.get_task(before).downstream_task_ids == {after}
+    assert dag.max_active_runs == 1 and dag.catchup is False
+    assert set(dag.params) == {"crawl_dir", "conf", "top_n"}
+
+
+def test_every_step_is_a_retried_spark_submit_of_its_job(dag):
+    for step in STEPS:
+        task = dag.get_task(step)
+        assert isinstance(task, SparkSubmitOperator)
+        assert Path(task.application) == ROOT / "jobs" / f"{step}.py" and Path(task.application).is_file()
+        assert task.retries >= 1
+        assert task.conf["spark.speculation"] == "false"
+        assert "io.delta:delta-spark_2.13" in task.packages
+
+
+@pytest.mark.parametrize("conf", ["", "/etc/crawler.yaml"])
+def test_arguments_render_to_the_job_command_line(dag, conf):
+    params = {"crawl_dir": "s3a://bucket/crawl", "conf": conf, "top_n": 5000}
+    for step in STEPS:
+        argv = [jinja2.Template(a).render(params=params) for a in dag.get_task(step).application_args]
+        expected = ["--crawl-dir", "s3a://bucket/crawl"] + (["--top-n", "5000"] if step == "generate" else [])
+        assert argv == expected + ["--conf", conf]
