@@ -115,7 +115,8 @@ def synthetic_segment(spark, crawl, segment_id: str) -> None:
                     "links_dropped": F.lit(0),
                     "outlinks": F.transform(F.sequence(F.lit(1), F.lit(OUTLINKS)), lambda k: F.struct(
                         F.format_string("%s/new/%s-%d.html", "host_key", F.substring(F.sha1("url"), 1, 12), k)
-                        .alias("url"), F.lit("").alias("anchor"), F.lit(False).alias("nofollow")))}
+                        .alias("url"), F.lit("").alias("anchor"), F.lit(False).alias("nofollow"),
+                        F.lit(None).cast("timestamp_ntz").alias("lastmod")))}
 
     def table(ddl: str, values: dict, source):
         schema = schemas.struct(ddl)
@@ -168,7 +169,7 @@ def main(sizes: list[int]) -> dict:
         one_case(spark, cfg, root, 100_000, skewed=False)  # warm-up (JIT, class loading): not reported
         cases = [one_case(spark, cfg, root, total, skewed=True) for total in sizes]
         cases.append(one_case(spark, cfg, root, sizes[-1], skewed=False))
-    summary = {"cases": cases, "max_per_host": cfg["generate.max_per_host"]}
+    summary = {"cases": cases, "max_per_host": cfg["generate.max_per_host"], "top_n": TOP_N, "outlinks": OUTLINKS}
     if len(sizes) > 1:
         summary["growth"] = {key: growth_exponent(cases[0], cases[len(sizes) - 1], key)
                              for key in ("generate_wall_s", "updatedb_wall_s")}

@@ -1,16 +1,20 @@
 """Scrapy fetching a URL list under the same politeness as our fetcher (run as its own process).
 
-Usage: python -m bench.scrapy_peer URLS_FILE DELAY_S  -> prints one JSON line of Scrapy's stats.
+Usage: python -m bench.scrapy_peer URLS_FILE DELAY_S [crawl]  -> prints one JSON line of Scrapy's stats.
 Same rules as ours: robots.txt obeyed, one request in flight per host, DOWNLOAD_DELAY = our
 politeness.default_delay_s (not randomized), compression on; no WARC writing (Scrapy has none).
+With `crawl`, the URLs are host roots: Scrapy also reads each host's robots.txt sitemaps and
+follows every link (its duplicate filter keeps one request per URL), as our crawl does.
 """
 from __future__ import annotations
 
 import json
 import sys
+from urllib.parse import urlsplit
 
 import scrapy
 from scrapy.crawler import CrawlerProcess
+from scrapy.spiders import SitemapSpider
 
 
 class ListSpider(scrapy.Spider):
@@ -28,8 +32,33 @@ class ListSpider(scrapy.Spider):
         return None
 
 
+class CrawlAllSpider(SitemapSpider):
+    """Roots + robots.txt sitemaps, then every link of every page."""
+    name = "crawl"
+
+    def __init__(self, urls: list[str], **kwargs):
+        self.sitemap_urls = [f"{u.rstrip('/')}/robots.txt" for u in urls]
+        super().__init__(**kwargs)
+        self.roots = urls
+
+    async def start(self):
+        async for request in super().start():
+            yield request
+        for url in self.roots:
+            yield scrapy.Request(url, callback=self.parse)
+
+    def parse(self, response):
+        if not isinstance(response, scrapy.http.HtmlResponse):
+            return
+        for href in response.css("a::attr(href)").getall():
+            url = response.urljoin(href).split("#", 1)[0]
+            if urlsplit(url).scheme in ("http", "https"):
+                yield scrapy.Request(url, callback=self.parse)
+
+
 def main() -> int:
     urls_file, delay = sys.argv[1], float(sys.argv[2])
+    spider = CrawlAllSpider if sys.argv[3:4] == ["crawl"] else ListSpider
     with open(urls_file, encoding="utf-8") as handle:
         urls = [line.strip() for line in handle if line.strip()]
     process = CrawlerProcess(settings={
@@ -38,7 +67,7 @@ def main() -> int:
         "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False, "COOKIES_ENABLED": False,
         "DOWNLOAD_MAXSIZE": 2097152, "DOWNLOAD_WARNSIZE": 0, "RETRY_ENABLED": False,
         "USER_AGENT": "scrapy-bench", "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7"})
-    crawler = process.create_crawler(ListSpider)
+    crawler = process.create_crawler(spider)
     process.crawl(crawler, urls=urls)
     process.start()
     stats = crawler.stats.get_stats()

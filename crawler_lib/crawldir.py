@@ -45,6 +45,13 @@ class CrawlDir:
             return []
         return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))
 
+    def segment_range(self, first: Optional[str], last: Optional[str]) -> list[str]:
+        """Segment ids from `first` to `last` inclusive (ids sort by creation time); open bounds allowed."""
+        ids = [s for s in self.segment_ids() if (first is None or s >= first) and (last is None or s <= last)]
+        if not ids:
+            raise CrawlError(f"no segments from {first or 'the first'} to {last or 'the last'} in {self.segments}")
+        return ids
+
     def resolve_segment(self, segment_id: Optional[str]) -> str:
         ids = self.segment_ids()
         if segment_id is None:

@@ -15,7 +15,7 @@ from typing import Optional
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler_lib.fingerprint import simhash64, to_signed
-from crawler_lib.sitemaps import maybe_gunzip, sitemap_kind, sitemap_locations
+from crawler_lib.sitemaps import maybe_gunzip, sitemap_entries, sitemap_kind
 from crawler_lib.urls import LinkResolver, UrlRejected
 from crawler_lib.warc import read_response
 
@@ -175,10 +175,9 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
         if sitemap_kind(sitemap):  # its URLs enter the CrawlDB like outlinks (source "sitemap")
             outlinks, dropped = [], 0
             resolver = LinkResolver(fetch["url"], cfg["limits.max_url_length"])
-            for location in sitemap_locations(sitemap):
+            for location, lastmod in sitemap_entries(sitemap):
                 try:
-                    outlinks.append({"url": resolver(location),
-                                     "anchor": "", "nofollow": False})
+                    outlinks.append({"url": resolver(location), "anchor": "", "nofollow": False, "lastmod": lastmod})
                 except UrlRejected:
                     dropped += 1
             row.update(parse_status="sitemap", outlinks=outlinks, links_dropped=dropped)
@@ -191,7 +190,8 @@ def parse_fetch_result(fetch: dict, cfg) -> dict:
     except Exception as exc:  # selectolax on hostile input: record it, never fail the task
         row.update(parse_status="failed", reason=f"parser_error: {type(exc).__name__}")
         return row
-    outlinks = [{"url": link.url, "anchor": link.anchor, "nofollow": link.nofollow} for link in parsed.outlinks]
+    outlinks = [{"url": link.url, "anchor": link.anchor, "nofollow": link.nofollow, "lastmod": None}
+                for link in parsed.outlinks]
     row.update(title=parsed.title, noindex=parsed.noindex, nofollow=parsed.nofollow, outlinks=outlinks,
                links_dropped=parsed.links_dropped, simhash=to_signed(simhash64(parsed.text)))
     return row

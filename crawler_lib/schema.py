@@ -52,7 +52,8 @@ ip_address string, robots_decision string, error string
 PARSE_RESULT = """
 url string, version long, lease_id string, depth int, parse_status string, reason string,
 title string, content_digest string, simhash long, noindex boolean, nofollow boolean,
-outlinks array<struct<url: string, anchor: string, nofollow: boolean>>, links_dropped int
+outlinks array<struct<url: string, anchor: string, nofollow: boolean, lastmod: timestamp_ntz>>,
+links_dropped int
 """
 
 
@@ -72,6 +73,11 @@ def column_names(ddl: str) -> list[str]:
     if token.strip():
         names.append(token.split()[0])
     return names
+
+
+def sql_timestamp(value: datetime) -> str:
+    """A naive UTC datetime as a Spark SQL timestamp_ntz literal."""
+    return f"TIMESTAMP_NTZ'{value.isoformat(sep=' ')}'"
 
 
 def to_datetime(epoch: Optional[float]) -> Optional[datetime]:

@@ -38,6 +38,22 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--verbose", action="store_true", help="debug logging and tracebacks")
 
 
+def add_segment_arguments(parser: argparse.ArgumentParser) -> None:
+    """--segment ID, or a range --from ID --to ID (backfills: reparse, re-run updatedb)."""
+    parser.add_argument("--segment", metavar="ID", help="segment id (default: newest)")
+    parser.add_argument("--from", dest="first", metavar="ID", help="first segment of a range (inclusive)")
+    parser.add_argument("--to", dest="last", metavar="ID", help="last segment of a range (inclusive)")
+
+
+def selected_segments(args: argparse.Namespace) -> list[Optional[str]]:
+    """The segments named by add_segment_arguments' options, oldest first; [None] means newest."""
+    if args.first is None and args.last is None:
+        return [args.segment]
+    if args.segment is not None:
+        raise CrawlError("give either --segment or --from/--to, not both")
+    return CrawlDir(args.crawl_dir).require().segment_range(args.first, args.last)
+
+
 class OneLineErrorParser(argparse.ArgumentParser):
     def error(self, message):  # one line, exit 2, as the CLI contract asks
         self.exit(2, f"error: {self.prog}: {message}\n")

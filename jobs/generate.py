@@ -21,6 +21,7 @@ from pyspark.sql.window import Window
 from crawler_lib import status as st
 from crawler_lib.crawldb import NEVER, screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
+from crawler_lib.schema import sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
 from crawler_lib.urls import UrlFilter
@@ -81,7 +82,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
     (hostdb_table.alias("t")
      .merge(candidates.select("host_key").distinct().alias("s"), "t.host_key = s.host_key")
-     .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {_sql_ts(now)}",
+     .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {sql_timestamp(now)}",
                         set={"lease_id": F.lit(segment_id), "lease_expires_at": expires})
      .whenNotMatchedInsert(values={"host_key": "s.host_key", "lease_id": F.lit(segment_id),
                                    "lease_expires_at": expires, "consecutive_failures": F.lit(0)})
@@ -135,10 +136,6 @@ def _screen(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
                       "next_fetch_at": F.when(denied, recheck).otherwise(F.lit(NEVER).cast("timestamp_ntz"))}))
     allowed = candidates.join(verdicts.filter(F.col("verdict").isNull()), "url", "left_semi").localCheckpoint()
     return allowed, counts
-
-
-def _sql_ts(value: datetime) -> str:
-    return f"TIMESTAMP_NTZ'{value.isoformat(sep=' ')}'"
 
 
 class Generate(CrawlJob):

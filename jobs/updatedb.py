@@ -18,11 +18,11 @@ from pyspark.sql.window import Window
 from crawler_lib import status as st
 from crawler_lib.crawldb import NEVER, URL_STATE_COLUMNS, apply_fetch, discovered_url_row
 from crawler_lib.crawldir import CrawlDir, CrawlError
-from crawler_lib.schema import HOST_RESULT, column_names
+from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, read, run_merge
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
-from jobs.base import CrawlJob, utc_now
+from jobs.base import CrawlJob, add_segment_arguments, selected_segments, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "crawl_delay_s",
@@ -109,13 +109,16 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
 
     # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
     follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
+    link_fields = parse.schema["outlinks"].dataType.elementType.fieldNames()
+    lastmod = F.col("link.lastmod") if "lastmod" in link_fields else F.lit(None)  # segments parsed before lastmod
     links = (parse.filter(~F.col("nofollow"))
              .select(F.col("depth"), "parse_status", F.explode("outlinks").alias("link"))
              .filter(F.lit(follow_rel_nofollow) | ~F.col("link.nofollow"))
              .select(F.col("link.url").alias("url"),
                      F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
                      .alias("source"),
-                     (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
+                     (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops"),
+                     lastmod.cast("timestamp_ntz").alias("lastmod")))
     sitemaps = (read(spark, crawl.segment(segment_id, "hostupdates"))  # robots.txt Sitemap: lines
                 .select(F.explode("sitemaps").alias("url"))
                 .select(F.expr("url"), F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
@@ -124,12 +127,23 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                  .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
                          "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
     first = Window.partitionBy("url").orderBy("depth", "redirect_hops", "source")
-    candidates = (links.unionByName(redirects).unionByName(sitemaps)
+    candidates = (links.drop("lastmod").unionByName(redirects).unionByName(sitemaps)
                   .withColumn("_rank", F.row_number().over(first)).filter("_rank = 1").drop("_rank"))
     discovered = _bound_growth(cfg, spark.createDataFrame(
         candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb_table.toDF())
     inserted = run_merge(crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
                          .whenNotMatchedInsertAll()).get("num_inserted_rows", 0)
+
+    # 2b. A sitemap <lastmod> after our last fetch makes a page due now (never later than planned,
+    #     never a leased or blocked row; a lastmod in the future counts as now).
+    now_lit = F.lit(now).cast("timestamp_ntz")
+    modified = (links.filter(F.col("lastmod").isNotNull()).groupBy("url")
+                .agg(F.least(F.max("lastmod"), now_lit).alias("lastmod")))
+    refreshed = 0 if modified.isEmpty() else run_merge(  # most segments hold no sitemap: skip the scan
+        crawldb_table.alias("t").merge(modified.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(condition=f"t.status = '{st.FETCHED}' AND t.lease_id IS NULL AND "
+                                     f"t.last_fetch_at < s.lastmod AND t.next_fetch_at > {sql_timestamp(now)}",
+                           set={"next_fetch_at": now_lit})).get("num_updated_rows", 0)
 
     # 3. Hosts: politeness and robots state for the next cycle; release this segment's host leases.
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
@@ -150,7 +164,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                         set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
 
     statuses = {r.status: r["count"] for r in crawldb_table.toDF().groupBy("status").count().collect()}
-    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "crawldb_by_status": statuses}
+    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed,
+            "crawldb_by_status": statuses}
 
 
 class UpdateDb(CrawlJob):
@@ -159,14 +174,22 @@ class UpdateDb(CrawlJob):
 
     @classmethod
     def add_arguments(cls, parser):
-        parser.add_argument("--segment", metavar="ID", help="segment id (default: newest)")
+        add_segment_arguments(parser)
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        stats = run(spark, cfg, args.crawl_dir, args.segment)
-        mix = " ".join(f"{k}={v}" for k, v in sorted(stats["crawldb_by_status"].items()))
-        print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs; "
-              f"crawldb: {mix}")
+        segments = selected_segments(args)
+        for segment in segments:
+            try:
+                stats = run(spark, cfg, args.crawl_dir, segment)
+            except CrawlError as exc:
+                if len(segments) == 1:
+                    raise
+                print(f"updatedb: skipped: {exc}", file=sys.stderr)  # a range may hold unfetched segments
+                continue
+            mix = " ".join(f"{k}={v}" for k, v in sorted(stats["crawldb_by_status"].items()))
+            print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs, "
+                  f"{stats['sitemap_refreshed']} made due by sitemap lastmod; crawldb: {mix}", flush=True)
         return 0
 
 

@@ -115,6 +115,29 @@ def test_rerunning_jobs_on_a_segment_changes_nothing(spark, crawled):
         assert_df_equality(read(spark, path), before[name], ignore_row_order=True, ignore_nullable=True)
 
 
+def test_backfill_over_a_segment_range_changes_nothing(spark, crawled, capsys):
+    """The README's backfill: reparse a range of segments from WARC, re-run updatedb over them."""
+    from jobs.parse import Parse
+    from jobs.updatedb import UpdateDb
+
+    crawl = CrawlDir(crawled["dir"])
+    segments = [c["segment"] for c in crawled["cycles"]]
+    tables = [("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb)] + \
+        [(s, crawl.segment(s, "parse")) for s in segments]
+    before = {name: read(spark, path).localCheckpoint() for name, path in tables}
+    requests = len(crawled["web"].log)
+    capsys.readouterr()
+    span = ["--crawl-dir", crawled["dir"], "-D", "security.allow_networks=127.0.0.0/8",
+            "--from", segments[0], "--to", segments[-1]]
+    assert Parse.main(span) == 0 and UpdateDb.main(span) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert [line.split(":")[0] for line in out] == [f"parse {s}" for s in segments] + [f"updatedb {s}" for s in segments]
+    assert all(" 0 results applied, 0 new URLs, 0 made due" in line for line in out if line.startswith("updatedb"))
+    assert len(crawled["web"].log) == requests
+    for name, path in tables:
+        assert_df_equality(read(spark, path), before[name], ignore_row_order=True, ignore_nullable=True)
+
+
 NOTEBOOKS = {"crawl_health": 3, "hosts": 1, "freshness": 1, "duplicates": 1, "warc_bytes": 1}  # figures each
 
 

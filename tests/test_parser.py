@@ -72,3 +72,22 @@ def test_sitemaps_plain_gzip_and_index_are_bounded_scans():
     assert sitemap_kind(b"<html><body>urlset</body></html>") is None
     bomb = b'<!DOCTYPE x [<!ENTITY a "aaaa">]><urlset><url><loc>&a;&a;</loc></url></urlset>'
     assert sitemap_locations(bomb) == ["&a;&a;"]  # entities are never expanded
+
+
+def test_sitemap_lastmod_pairs_with_its_entry():
+    from datetime import datetime
+
+    from crawler_lib.sitemaps import MAX_URLS, sitemap_entries
+
+    sitemap = (b"<urlset><url><loc>http://a.com/1</loc><lastmod>2024-05-01</lastmod></url>"
+               b"<url><lastmod>2024-05-02T10:00:00+02:00</lastmod><loc>http://a.com/2</loc></url>"
+               b"<url><loc>http://a.com/3</loc></url>"
+               b"<url><loc>http://a.com/4</loc><lastmod>yesterday</lastmod></url>"
+               b"<loc>/sloppy-1</loc><lastmod>2025-01-01T00:00Z</lastmod><loc>/sloppy-2</loc></urlset>")
+    assert sitemap_entries(sitemap) == [
+        ("http://a.com/1", datetime(2024, 5, 1)), ("http://a.com/2", datetime(2024, 5, 2, 8)),
+        ("http://a.com/3", None), ("http://a.com/4", None), ("/sloppy-1", datetime(2025, 1, 1)), ("/sloppy-2", None)]
+    flood = b"<urlset>" + b"<url><loc>/x</loc></url>" * (MAX_URLS + 10) + b"</urlset>"
+    assert len(sitemap_entries(flood)) == MAX_URLS
+    unclosed = b"<urlset>" + b"<url>" * 200_000  # linear scan: no entry, no blow-up
+    assert sitemap_entries(unclosed) == []

@@ -183,3 +183,42 @@ def test_exclusions_take_effect_at_the_next_generate(spark, cfg, tmp_path):
     rows = {r.url: (r.status, r.reason, r.lease_id) for r in read(spark, CrawlDir(crawl).crawldb).collect()}
     assert rows["http://a.com/takedown/1"] == ("blocked", "excluded", None)
     assert rows["http://b.com/"] == ("blocked", "excluded", None)
+
+
+def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path):
+    from datetime import datetime, timedelta
+
+    from crawler_lib.spark import schemas
+    from crawler_lib.spark.tables import ensure_table, overwrite
+    from jobs import updatedb
+
+    now = datetime(2026, 11, 30, 12)
+    crawl = str(tmp_path / "crawl")
+    pages = ["http://a.com/changed", "http://a.com/same", "http://a.com/future"]
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", pages + ["http://a.com/sitemap.xml"])])
+    ensure_table(spark, CrawlDir(crawl).crawldb, schemas.url_state()).update(
+        F.col("url").isin(*pages), {"status": F.lit("fetched"), "last_fetch_at": F.lit(now - timedelta(days=10)),
+                                    "next_fetch_at": F.lit(now + timedelta(days=20))})
+    segment = "20261130110000-abcdef"
+    entry = "url string, anchor string, nofollow boolean, lastmod timestamp_ntz"
+    parse_row = spark.createDataFrame([(
+        "http://a.com/sitemap.xml", 1, segment, 1, "sitemap",
+        [("http://a.com/changed", "", False, now - timedelta(days=1)),
+         ("http://a.com/same", "", False, now - timedelta(days=30)),
+         ("http://a.com/future", "", False, now + timedelta(days=400)),
+         ("http://a.com/new", "", False, now - timedelta(days=1))], False)],
+        f"url string, version long, lease_id string, depth int, parse_status string, outlinks array<struct<{entry}>>, "
+        "nofollow boolean")
+    parse_table = parse_row.select(*[(F.col(f.name) if f.name in parse_row.columns else F.lit(None))
+                                     .cast(f.dataType).alias(f.name) for f in schemas.parse_result().fields])
+    segment_dir = CrawlDir(crawl)
+    overwrite(parse_table, segment_dir.segment(segment, "parse"))
+    overwrite(spark.createDataFrame([], schemas.fetch_result()), segment_dir.segment(segment, "fetch"))
+    overwrite(spark.createDataFrame([], schemas.host_result()), segment_dir.segment(segment, "hostupdates"))
+
+    stats = updatedb.run(spark, cfg, crawl, segment, now=now)
+    assert (stats["new_urls"], stats["sitemap_refreshed"]) == (1, 2)
+    due = {r.url: r.next_fetch_at for r in read(spark, segment_dir.crawldb).collect()}
+    assert due["http://a.com/changed"] == due["http://a.com/future"] == now
+    assert due["http://a.com/same"] == now + timedelta(days=20)
+    assert updatedb.run(spark, cfg, crawl, segment, now=now + timedelta(hours=1))["sitemap_refreshed"] == 0
