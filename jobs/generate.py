@@ -2,12 +2,13 @@
 
 Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
 in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host,
-or the host's policy) and in total (generate.top_n); URLs matching exclusions.patterns or disallowed by the host's fresh
-cached robots.txt are marked (blocked / robots_denied) instead of leased. Writes, in order: the host leases (HostDB, conditional: one live
-owner per host), the fetch list, then the URL leases (CrawlDB MERGE: version+1, lease_id = segment
-id, lease expiry: the commit point). A crash before the URL-lease commit leaves an orphan fetch list
-whose results updatedb ignores (versions do not match) and host leases that expire; after it,
-leases expire and the URLs return to the pool.
+or the host's policy) and in total (generate.top_n); URLs matching exclusions.patterns or disallowed
+by the host's fresh cached robots.txt are marked (blocked / robots_denied) instead of leased.
+Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list,
+then the URL leases (CrawlDB MERGE: version+1, lease_id = segment id, lease expiry: the commit
+point). A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb
+ignores (versions do not match) and host leases that expire; after it, leases expire and the URLs
+return to the pool.
 """
 from __future__ import annotations
 

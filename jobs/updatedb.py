@@ -42,16 +42,21 @@ def _discover_task(cfg, now: datetime):
     url_filter = UrlFilter.from_config(cfg)
     max_redirects = cfg["http.max_redirects"]
 
-    max_length = cfg["limits.max_url_length"]
-
     def run(rows):
         for row in rows:
-            try:  # links and redirects are normalized already; robots.txt Sitemap: values are not
-                url = normalize(row.url, max_length)
+            new = discovered_url_row(row.url, now, row.source, row.depth, row.redirect_hops, url_filter, max_redirects)
+            yield tuple(new[c] for c in URL_STATE_COLUMNS)
+    return run
+
+
+def _normalize_task(max_length: int):
+    """robots.txt `Sitemap:` values as written by the site: normalized before they meet the links."""
+    def run(rows):
+        for row in rows:
+            try:
+                yield (normalize(row.url, max_length),)
             except UrlRejected:
                 continue
-            new = discovered_url_row(url, now, row.source, row.depth, row.redirect_hops, url_filter, max_redirects)
-            yield tuple(new[c] for c in URL_STATE_COLUMNS)
     return run
 
 
@@ -117,18 +122,20 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
              .select(F.col("link.url").alias("url"),
                      F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
                      .alias("source"),
-                     (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops"),
-                     lastmod.cast("timestamp_ntz").alias("lastmod")))
-    sitemaps = (read(spark, crawl.segment(segment_id, "hostupdates"))  # robots.txt Sitemap: lines
-                .select(F.explode("sitemaps").alias("url"))
-                .select(F.expr("url"), F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
+                     (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
+    robots_sitemaps = (read(spark, crawl.segment(segment_id, "hostupdates"))  # robots.txt Sitemap: lines
+                       .select(F.explode("sitemaps").alias("url")))
+    sitemaps = (spark.createDataFrame(robots_sitemaps.rdd.mapPartitions(
+                    _normalize_task(cfg["limits.max_url_length"])), "url string")
+                .select("url", F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
                         F.lit(0).alias("redirect_hops")))
     redirects = (fetch.filter(F.col("redirect_to").isNotNull())
                  .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
                          "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
-    first = Window.partitionBy("url").orderBy("depth", "redirect_hops", "source")
-    candidates = (links.drop("lastmod").unionByName(redirects).unionByName(sitemaps)
-                  .withColumn("_rank", F.row_number().over(first)).filter("_rank = 1").drop("_rank"))
+    # One candidate per (normalized) URL: the shallowest, then fewest hops, then source; an aggregation.
+    candidates = (links.unionByName(redirects).unionByName(sitemaps)
+                  .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
+                  .select("url", "c.*"))
     discovered = _bound_growth(cfg, spark.createDataFrame(
         candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb_table.toDF())
     inserted = run_merge(crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
@@ -137,7 +144,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     # 2b. A sitemap <lastmod> after our last fetch makes a page due now (never later than planned,
     #     never a leased or blocked row; a lastmod in the future counts as now).
     now_lit = F.lit(now).cast("timestamp_ntz")
-    modified = (links.filter(F.col("lastmod").isNotNull()).groupBy("url")
+    modified = (parse.filter(F.col("parse_status") == "sitemap")
+                .select(F.explode("outlinks").alias("link"))
+                .select(F.col("link.url").alias("url"), lastmod.cast("timestamp_ntz").alias("lastmod"))
+                .filter(F.col("lastmod").isNotNull()).groupBy("url")
                 .agg(F.least(F.max("lastmod"), now_lit).alias("lastmod")))
     refreshed = 0 if modified.isEmpty() else run_merge(  # most segments hold no sitemap: skip the scan
         crawldb_table.alias("t").merge(modified.alias("s"), "t.url = s.url")

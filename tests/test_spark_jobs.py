@@ -206,7 +206,8 @@ def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path
         [("http://a.com/changed", "", False, now - timedelta(days=1)),
          ("http://a.com/same", "", False, now - timedelta(days=30)),
          ("http://a.com/future", "", False, now + timedelta(days=400)),
-         ("http://a.com/new", "", False, now - timedelta(days=1))], False)],
+         ("http://a.com/new", "", False, now - timedelta(days=1)),
+         ("http://a.com/sitemap2.xml", "", False, None)], False)],
         f"url string, version long, lease_id string, depth int, parse_status string, outlinks array<struct<{entry}>>, "
         "nofollow boolean")
     parse_table = parse_row.select(*[(F.col(f.name) if f.name in parse_row.columns else F.lit(None))
@@ -214,10 +215,14 @@ def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path
     segment_dir = CrawlDir(crawl)
     overwrite(parse_table, segment_dir.segment(segment, "parse"))
     overwrite(spark.createDataFrame([], schemas.fetch_result()), segment_dir.segment(segment, "fetch"))
-    overwrite(spark.createDataFrame([], schemas.host_result()), segment_dir.segment(segment, "hostupdates"))
+    robots = spark.createDataFrame([("http://a.com", ["HTTP://A.com:80/sitemap2.xml", "not a url"])],
+                                   "host_key string, sitemaps array<string>")  # as robots.txt wrote them
+    overwrite(robots.select(*[(F.col(f.name) if f.name in robots.columns else F.lit(None)).cast(f.dataType)
+                              .alias(f.name) for f in schemas.host_result().fields]),
+              segment_dir.segment(segment, "hostupdates"))
 
     stats = updatedb.run(spark, cfg, crawl, segment, now=now)
-    assert (stats["new_urls"], stats["sitemap_refreshed"]) == (1, 2)
+    assert (stats["new_urls"], stats["sitemap_refreshed"]) == (2, 2)  # /new, /sitemap2.xml once
     due = {r.url: r.next_fetch_at for r in read(spark, segment_dir.crawldb).collect()}
     assert due["http://a.com/changed"] == due["http://a.com/future"] == now
     assert due["http://a.com/same"] == now + timedelta(days=20)
