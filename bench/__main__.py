@@ -105,7 +105,7 @@ def main() -> int:
         f"{politeness.PAGES} pages + robots.txt each, `politeness.default_delay_s` = {politeness.DELAY_S}: "
         f"achieved {polite['rate']:.2f} requests/s of {polite['allowed_rate']:.1f} allowed "
         f"(sum over hosts of 1/delay) = **efficiency {polite['efficiency']:.3f}** (goal >= 0.9). "
-        f"Politeness violations in the server's log (gap < delay - 2 ms or 2 in flight): "
+        f"Politeness violations in the server's log (a gap < delay, or 2 in flight): "
         f"**{polite['violations']}** (goal 0).", "",
         "## Fetch stage (CPU per page, WARC writing on)", "",
         f"{fetch.HOSTS} hosts x {fetch.PAGES} pages of the local test web padded to real-web sizes (mean "

@@ -25,7 +25,7 @@ def violations(log, delay) -> int:
     bad = sum(1 for e in log if e["in_flight"] > 1)
     for times in starts.values():
         times.sort()
-        bad += sum(1 for a, b in zip(times, times[1:]) if b - a < delay - 0.002)
+        bad += sum(1 for a, b in zip(times, times[1:]) if b - a < delay)
     return bad
 
 

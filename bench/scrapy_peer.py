@@ -5,6 +5,9 @@ Same rules as ours: robots.txt obeyed, one request in flight per host, DOWNLOAD_
 politeness.default_delay_s (not randomized), compression on; no WARC writing (Scrapy has none).
 With `crawl`, the URLs are host roots: Scrapy also reads each host's robots.txt sitemaps and
 follows every link (its duplicate filter keeps one request per URL), as our crawl does.
+The test web's hosts share 127.0.0.1 and differ by port; Scrapy keys its politeness slots by host
+name only, so every request names its `download_slot` as scheme://host:port, one slot per host as
+ours (robots.txt requests, made by Scrapy's middleware, keep the shared default slot).
 """
 from __future__ import annotations
 
@@ -17,6 +20,10 @@ from scrapy.crawler import CrawlerProcess
 from scrapy.spiders import SitemapSpider
 
 
+def request(url: str, callback, **kwargs) -> scrapy.Request:
+    return scrapy.Request(url, callback=callback, meta={"download_slot": urlsplit(url).netloc}, **kwargs)
+
+
 class ListSpider(scrapy.Spider):
     name = "list"
 
@@ -26,7 +33,7 @@ class ListSpider(scrapy.Spider):
 
     async def start(self):
         for url in self.urls:
-            yield scrapy.Request(url, callback=self.parse, dont_filter=True)
+            yield request(url, self.parse, dont_filter=True)
 
     def parse(self, response):
         return None
@@ -42,10 +49,14 @@ class CrawlAllSpider(SitemapSpider):
         self.roots = urls
 
     async def start(self):
-        async for request in super().start():
-            yield request
+        async for item in super().start():
+            yield item.replace(meta={**item.meta, "download_slot": urlsplit(item.url).netloc})
         for url in self.roots:
-            yield scrapy.Request(url, callback=self.parse)
+            yield request(url, self.parse)
+
+    def _parse_sitemap(self, response):
+        for item in super()._parse_sitemap(response):
+            yield item.replace(meta={**item.meta, "download_slot": urlsplit(item.url).netloc})
 
     def parse(self, response):
         if not isinstance(response, scrapy.http.HtmlResponse):
@@ -53,7 +64,7 @@ class CrawlAllSpider(SitemapSpider):
         for href in response.css("a::attr(href)").getall():
             url = response.urljoin(href).split("#", 1)[0]
             if urlsplit(url).scheme in ("http", "https"):
-                yield scrapy.Request(url, callback=self.parse)
+                yield request(url, self.parse)
 
 
 def main() -> int:

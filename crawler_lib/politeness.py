@@ -37,6 +37,7 @@ class HostPoliteness:
     delay_s: float
     max_concurrency: int = 1
     base_delay_s: float = 0.0  # the delay before any Crawl-delay: the default or the host's policy
+    margin_s: float = 0.0      # added to every gap, so timer and network jitter never shorten one
     backoff_base_s: float = 10.0
     backoff_max_s: float = 3600.0
     next_allowed_at: float = 0.0
@@ -56,6 +57,7 @@ class HostPoliteness:
         base = cfg["politeness.default_delay_s"] if policy_delay_s is None else policy_delay_s
         cap = cfg["politeness.max_concurrency_per_host"]
         return cls(delay_s=max(base, crawl_delay_s or 0.0), base_delay_s=base,
+                   margin_s=cfg["politeness.jitter_margin_s"],
                    max_concurrency=min(cap, policy_max_concurrency or cap),
                    backoff_base_s=cfg["politeness.backoff_base_s"],
                    backoff_max_s=cfg["politeness.backoff_max_s"],
@@ -78,12 +80,12 @@ class HostPoliteness:
             raise RuntimeError("politeness violation: slot taken before it was granted")
         self.in_flight += 1
         self.last_start_at = now
-        self.next_allowed_at = now + self.delay_s
+        self.next_allowed_at = now + self.delay_s + self.margin_s
 
     def sent(self, now: float) -> None:
         """The request granted at `start` left later (connect, event-loop lag): the next start waits a
         full delay from when the host actually saw this one begin."""
-        self.next_allowed_at = max(self.next_allowed_at, now + self.delay_s)
+        self.next_allowed_at = max(self.next_allowed_at, now + self.delay_s + self.margin_s)
 
     def adopt_crawl_delay(self, crawl_delay_s: Optional[float]) -> None:
         """Adopt robots.txt's Crawl-delay (learnt after its request) over the base delay: it also
@@ -91,7 +93,7 @@ class HostPoliteness:
         delay_s = max(self.base_delay_s, crawl_delay_s or 0.0)
         self.delay_s = delay_s
         if self.last_start_at is not None:
-            self.next_allowed_at = max(self.next_allowed_at, self.last_start_at + delay_s)
+            self.next_allowed_at = max(self.next_allowed_at, self.last_start_at + delay_s + self.margin_s)
 
     def finish(self, now: float, http_status: Optional[int], retry_after: Optional[str] = None,
                failed: bool = False) -> None:

@@ -81,7 +81,15 @@ def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
 
 
 CFG = {"politeness.default_delay_s": 1.0, "politeness.max_concurrency_per_host": 2,
-       "politeness.backoff_base_s": 10.0, "politeness.backoff_max_s": 100.0}
+       "politeness.backoff_base_s": 10.0, "politeness.backoff_max_s": 100.0, "politeness.jitter_margin_s": 0.005}
+
+
+def test_every_gap_carries_the_jitter_margin():
+    h = HostPoliteness.from_config(CFG)
+    h.start(0.0)
+    assert h.ready_at() == pytest.approx(1.005)
+    h.sent(0.1)  # written to the socket late: a full delay + margin from then
+    assert h.ready_at() == pytest.approx(1.105)
 
 
 @pytest.mark.parametrize("policy_delay, crawl_delay, expected", [
