@@ -57,7 +57,7 @@ def _pages(log_path: str) -> int:
 def main() -> dict:
     from crawler_lib.testweb.process import local_test_web
     result = {"hosts": HOSTS, "pages_per_host": PAGES, "delay_s": DELAY_S}
-    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES) as (host_keys, log_path, _pid):
+    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES, lifetime_s=1800) as (host_keys, log_path, _pid):
         seeds = os.path.join(tmp, "seeds.txt")
         with open(seeds, "w", encoding="utf-8") as handle:
             handle.write("\n".join(h + "/" for h in host_keys) + "\n")
@@ -68,7 +68,7 @@ def main() -> dict:
         result["ours"] = {"pages": pages, "wall_s": wall, "cpu_s": ours["cpu_s"], "cycles": len(ours["cycles"]),
                           "pages_per_cpu_s": pages / ours["cpu_s"],
                           "steady_outside_fetch": 1 - sum(c["fetch_s"] for c in steady) / sum(c["elapsed_s"] for c in steady)}
-    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES) as (host_keys, log_path, _pid):
+    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES, lifetime_s=1800) as (host_keys, log_path, _pid):
         roots = os.path.join(tmp, "roots.txt")
         with open(roots, "w", encoding="utf-8") as handle:
             handle.write("\n".join(h + "/" for h in host_keys) + "\n")
