@@ -183,7 +183,9 @@ def host_key(normalized_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
-URL_PATTERN_SQL = r"regexp_replace(url, '[0-9]+', '#')"  # one "pattern" per shape: /cal/2000/1 -> /cal/#/#
+# One "pattern" per URL shape on a host: digits of the path and query become '#' (/cal/2000/1 -> /cal/#/#),
+# the host stays as it is (www2.example.com, 10.0.0.1:8080: hosts never share a pattern).
+URL_PATTERN_SQL = r"concat(host_key, regexp_replace(substring(url, length(host_key) + 1), '[0-9]+', '#'))"
 
 
 class UrlFilter:

@@ -65,7 +65,7 @@ class HostPolicy(CrawlJob):
         table = ensure_table(spark, CrawlDir(args.crawl_dir).hostdb, schemas.host_state())
         row = table.toDF().filter(F.col("host_key") == args.host_key).first()
         current = {c: (row[c] if row is not None else None) for c in POLICY_OPTIONS.values()}
-        wanted = {} if args.clear else {k: v for k, v in current.items()}
+        wanted = dict.fromkeys(current) if args.clear else dict(current)
         wanted.update({column: getattr(args, option) for option, column in POLICY_OPTIONS.items()
                        if getattr(args, option) is not None})
         version = (row["policy_version"] if row is not None else None) or 0
@@ -73,8 +73,7 @@ class HostPolicy(CrawlJob):
             print(f"host-policy {args.host_key}: {policy_text(current)} (version {version})")
             return 0
         version += 1
-        values = {**{c: wanted.get(c) for c in POLICY_OPTIONS.values()}, "policy_version": version,
-                  "policy_updated_at": utc_now()}
+        values = {**wanted, "policy_version": version, "policy_updated_at": utc_now()}
         source = spark.createDataFrame([{"host_key": args.host_key, **values}], schemas.host_state())
         (table.alias("t").merge(source.alias("s"), "t.host_key = s.host_key")
          .whenMatchedUpdate(set={c: f"s.{c}" for c in values})

@@ -50,7 +50,8 @@ def check_seed_files(seed_files: list[str]) -> None:
             raise CrawlError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
 
 
-def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None = None, due_now: bool = False) -> dict:
+def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None = None,
+        due_now: bool = False) -> dict:
     """Insert new URLs; raise known URLs' priority; with `due_now`, also make known URLs due now (an
     operator's priority list: generate takes them next cycle, ahead of lower-priority links)."""
     now = now or utc_now()
@@ -69,10 +70,12 @@ def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None 
     best = Window.partitionBy("url").orderBy(F.col("priority").desc())
     seeds = rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
     crawldb = ensure_table(spark, crawl.crawldb, schemas.url_state())
-    if due_now:  # never a blocked URL, never one leased to a running segment, never later than it was
-        refresh = (f"t.status != '{st.BLOCKED}' AND (t.lease_id IS NULL OR t.lease_expires_at <= s.first_seen_at) "
-                   "AND (s.priority > t.priority OR t.next_fetch_at > s.first_seen_at)")
-        changes = {"priority": "greatest(t.priority, s.priority)", "next_fetch_at": "least(t.next_fetch_at, s.first_seen_at)"}
+    if due_now:  # never a blocked URL, never one leased to a running segment, never later than it was;
+        # s.first_seen_at is this inject's `now`
+        refresh = (f"t.status != '{st.BLOCKED}' AND (t.lease_id IS NULL OR t.lease_expires_at <= s.first_seen_at)"
+                   " AND (s.priority > t.priority OR t.next_fetch_at > s.first_seen_at)")
+        changes = {"priority": "greatest(t.priority, s.priority)",
+                   "next_fetch_at": "least(t.next_fetch_at, s.first_seen_at)"}
     else:
         refresh, changes = "s.priority > t.priority", {"priority": "s.priority"}
     metrics = run_merge(crawldb.alias("t").merge(seeds.alias("s"), "t.url = s.url")

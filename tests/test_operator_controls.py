@@ -64,6 +64,7 @@ def test_host_policy_is_versioned_and_limits_the_next_generate(spark, cfg, tmp_p
     assert per_host == {"http://a.com": 2, "http://b.com": 5}
 
     assert HostPolicy.main(["--crawl-dir", crawl, "http://a.com", "--clear"]) == 0
+    assert HostPolicy.main(["--crawl-dir", crawl, "http://a.com", "--clear"]) == 0  # already clear: no change
     host = rows(spark, crawl, "hostdb")["http://a.com"]
     assert (host.policy_max_pages, host.policy_delay_s, host.policy_version) == (None, None, 3)
     assert host.lease_id == segment  # the policy command leaves leases and politeness state alone

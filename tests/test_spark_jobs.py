@@ -162,6 +162,9 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
     new = [new_url_row(f"http://cal.test/cal/2000/{m}", now, "link", depth=m) for m in (3, 4)]
     new += [new_url_row("http://cal.test/about", now, "link"), new_url_row("http://big.test/x", now, "link")]
     new += [new_url_row("http://cal.test/cal/2000/1", now, "link")]  # already known: not counted twice
+    twins = ["http://h1.test/cal/2000/1", "http://h2.test/cal/2000/1",  # hosts differing by digits only
+             "http://10.0.0.1:8080/cal/2000/1", "http://10.0.0.2:8080/cal/2000/1"]  # have their own patterns
+    new += [new_url_row(url, now, "link") for url in twins]
     bounded = cfg.with_overrides(limits__max_urls_per_pattern=1, limits__max_urls_per_host=3)
     result = _bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()),
                            spark.createDataFrame(known, schemas.url_state()))
@@ -170,7 +173,8 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
         "http://cal.test/about": ("unfetched", None),                    # host: 2 of 3
         "http://cal.test/cal/2000/3": ("blocked", "pattern_growth"),     # shape /cal/#/#: 2 of 1
         "http://cal.test/cal/2000/4": ("blocked", "host_url_budget"),    # host: 4 of 3
-        "http://big.test/x": ("blocked", "host_url_budget")}             # host: 4 of 3
+        "http://big.test/x": ("blocked", "host_url_budget"),             # host: 4 of 3
+        **{url: ("unfetched", None) for url in twins}}
 
 
 def test_exclusions_take_effect_at_the_next_generate(spark, cfg, tmp_path):

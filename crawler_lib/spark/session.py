@@ -31,8 +31,8 @@ BASE_SETTINGS = {
     # Python workers: fetch tasks hold sockets, not rows; keep them alive between tasks.
     "spark.python.worker.reuse": "true",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
-    # New tables (CrawlDB, HostDB, segments) get deletion vectors: a MERGE that touches 100 k rows
-    # spread over every file writes those rows, not a copy of every file (see BENCHMARKS.md).
+    # New tables get deletion vectors (as on Databricks): MERGE and UPDATE mark replaced rows instead
+    # of rewriting whole files. BENCHMARKS.md measures generate and updatedb with and without.
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
 }
 
