@@ -40,7 +40,7 @@ def responses_per_cycle(rows: Rows) -> Figure:
             bottom = [b + s for b, s in zip(bottom, shares)]
         axes.set_ylim(0, 1)
         axes.tick_params(axis="x", labelrotation=30, labelsize=7)
-        axes.legend(ncol=7, fontsize=7, loc="lower center", bbox_to_anchor=(0.5, 1.08))
+        axes.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return figure
 
 
