@@ -80,29 +80,29 @@ def hosts(rows: Rows) -> Figure:
     return figure
 
 
-def freshness(rows: Rows) -> Figure:
-    figure, axes = _figure("Freshness: page age / recrawl interval")
-    if not _empty(axes, rows):
-        axes.bar([r["bucket"] for r in rows], [r["pages"] for r in rows], color="#00838f")
-        axes.set_ylabel("fetched pages")
+def _bars(title: str, labels: list, values: list, ylabel: str, color: str, rotate: bool = False) -> Figure:
+    figure, axes = _figure(title)
+    if not _empty(axes, labels):
+        axes.bar(labels, values, color=color)
+        axes.set_ylabel(ylabel)
+        if rotate:
+            axes.tick_params(axis="x", labelrotation=30, labelsize=7)
     return figure
+
+
+def freshness(rows: Rows) -> Figure:
+    return _bars("Freshness: page age / recrawl interval", [r["bucket"] for r in rows],
+                 [r["pages"] for r in rows], "fetched pages", "#00838f")
 
 
 def duplicates(rows: Rows) -> Figure:
-    figure, axes = _figure("Duplicates (dedup marks)")
-    if not _empty(axes, rows):
-        axes.bar([r["kind"] for r in rows], [r["pages"] for r in rows], color="#5e35b1")
-        axes.set_ylabel("pages")
-    return figure
+    return _bars("Duplicates (dedup marks)", [r["kind"] for r in rows], [r["pages"] for r in rows], "pages",
+                 "#5e35b1")
 
 
 def warc_bytes(rows: Rows) -> Figure:
-    figure, axes = _figure("WARC output per cycle (MB)")
-    if not _empty(axes, rows):
-        axes.bar([r["segment_id"] for r in rows], [r["mb"] for r in rows], color="#6d4c41")
-        axes.set_ylabel("MB")
-        axes.tick_params(axis="x", labelrotation=30, labelsize=7)
-    return figure
+    return _bars("WARC output per cycle (MB)", [r["segment_id"] for r in rows], [r["mb"] for r in rows], "MB",
+                 "#6d4c41", rotate=True)
 
 
 def png(figure: Figure) -> bytes:

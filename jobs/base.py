@@ -10,7 +10,7 @@ import argparse
 import logging
 import sys
 from datetime import datetime, timezone
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
 from crawler_lib.config import Config, ConfigError
 from crawler_lib.crawldir import CrawlDir, CrawlError
@@ -45,13 +45,19 @@ def add_segment_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--to", dest="last", metavar="ID", help="last segment of a range (inclusive)")
 
 
-def selected_segments(args: argparse.Namespace) -> list[Optional[str]]:
-    """The segments named by add_segment_arguments' options, oldest first; [None] means newest."""
+def for_each_segment(args: argparse.Namespace, step: str, run_one: Callable[[Optional[str]], None]) -> None:
+    """Run `run_one` on the segments named by add_segment_arguments' options (None: the newest), oldest
+    first; in a range, a segment lacking the step's input (never fetched) is skipped with a note."""
     if args.first is None and args.last is None:
-        return [args.segment]
+        run_one(args.segment)
+        return
     if args.segment is not None:
         raise CrawlError("give either --segment or --from/--to, not both")
-    return CrawlDir(args.crawl_dir).require().segment_range(args.first, args.last)
+    for segment in CrawlDir(args.crawl_dir).require().segment_range(args.first, args.last):
+        try:
+            run_one(segment)
+        except CrawlError as exc:
+            print(f"{step}: skipped: {exc}", file=sys.stderr)
 
 
 class OneLineErrorParser(argparse.ArgumentParser):

@@ -16,7 +16,7 @@ from crawler_lib.parser import parse_fetch_result
 from crawler_lib.schema import PARSE_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import is_delta, overwrite, read
-from jobs.base import CrawlJob, add_segment_arguments, selected_segments
+from jobs.base import CrawlJob, add_segment_arguments, for_each_segment
 
 PARSE_COLUMNS = column_names(PARSE_RESULT)
 
@@ -62,17 +62,11 @@ class Parse(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        segments = selected_segments(args)
-        for segment in segments:
-            try:
-                stats = run(spark, cfg, args.crawl_dir, segment)
-            except CrawlError as exc:
-                if len(segments) == 1:
-                    raise
-                print(f"parse: skipped: {exc}", file=sys.stderr)  # a range may hold unfetched segments
-                continue
+        def parse_one(segment):
+            stats = run(spark, cfg, args.crawl_dir, segment)
             mix = " ".join(f"{k}={v}" for k, v in sorted(stats["by_status"].items())) or "nothing to parse"
             print(f"parse {stats['segment']}: {mix}, {stats['outlinks']} outlinks", flush=True)
+        for_each_segment(args, cls.name, parse_one)
         return 0
 
 

@@ -22,7 +22,7 @@ from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, read, run_merge
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
-from jobs.base import CrawlJob, add_segment_arguments, selected_segments, utc_now
+from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "crawl_delay_s",
@@ -188,18 +188,12 @@ class UpdateDb(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        segments = selected_segments(args)
-        for segment in segments:
-            try:
-                stats = run(spark, cfg, args.crawl_dir, segment)
-            except CrawlError as exc:
-                if len(segments) == 1:
-                    raise
-                print(f"updatedb: skipped: {exc}", file=sys.stderr)  # a range may hold unfetched segments
-                continue
+        def update_one(segment):
+            stats = run(spark, cfg, args.crawl_dir, segment)
             mix = " ".join(f"{k}={v}" for k, v in sorted(stats["crawldb_by_status"].items()))
             print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs, "
                   f"{stats['sitemap_refreshed']} made due by sitemap lastmod; crawldb: {mix}", flush=True)
+        for_each_segment(args, cls.name, update_one)
         return 0
 
 
