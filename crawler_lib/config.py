@@ -138,6 +138,8 @@ class Config(Mapping[str, Any]):
                     "generate.top_n", "generate.max_per_host", "http.max_body_bytes"):
             if self[key] < 1:
                 raise ConfigError(f"config key {key}: must be >= 1, got {self[key]}")
+        if not 0 <= self["fetcher.warc_gzip_level"] <= 9:
+            raise ConfigError(f"config key fetcher.warc_gzip_level: must be 0..9, got {self['fetcher.warc_gzip_level']}")
         if not 0 <= self["dedup.max_hamming_distance"] <= 3:
             raise ConfigError("config key dedup.max_hamming_distance: must be 0..3 (4-block SimHash join)")
         for pattern in self["exclusions.patterns"]:

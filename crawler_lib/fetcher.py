@@ -180,7 +180,7 @@ class PartitionFetcher:
         self.warc = WarcFileWriter(warc_dir, f"{segment_id}-{partition_id:05d}-{token}",
                                    cfg["fetcher.warc_max_bytes"],
                                    {"isPartOf": segment_id, "http-header-user-agent": self.user_agent,
-                                    "robots": "obey"})
+                                    "robots": "obey"}, cfg["fetcher.warc_gzip_level"])
         self.out: list[tuple[str, dict]] = []
         self._stored_payloads: dict[str, tuple[str, str]] = {}  # payload digest -> (URI, WARC-Date)
         self._request_seq = 0
@@ -413,23 +413,25 @@ class PartitionFetcher:
         if warc:
             split = urlsplit(url)
             target = split.path + ("?" + split.query if split.query else "")
-            revisit_of = self._identical_payload(url, started, response)
+            digest, revisit_of = self._identical_payload(url, started, response)
             location = await asyncio.get_running_loop().run_in_executor(
                 self._writer_thread, self.warc.write_exchange, url, started, response.ip_address,
                 f"GET {target}", response.request_headers, response.http_version, response.status,
-                response.reason, response.headers, response.body, response.truncated, revisit_of)
+                response.reason, response.headers, response.body, response.truncated, revisit_of, digest)
             response.revisit_of = revisit_of[0] if revisit_of else None
         return response, location
 
-    def _identical_payload(self, url: str, started: float, response: Response) -> Optional[tuple[str, str, str]]:
-        """A 200 whose exact payload this task already stored becomes a revisit record (stored once)."""
+    def _identical_payload(self, url: str, started: float,
+                           response: Response) -> tuple[Optional[str], Optional[tuple[str, str, str]]]:
+        """(payload digest, revisit_of): a 200 whose exact payload this task already stored becomes a
+        revisit record (stored once). The digest is handed to the WARC writer, which need not redo it."""
         if response.status != 200 or response.truncated or not response.body:
-            return None
+            return None, None
         digest = payload_digest(response.body)
         if digest in self._stored_payloads:
-            return (*self._stored_payloads[digest], digest)
+            return digest, (*self._stored_payloads[digest], digest)
         self._stored_payloads[digest] = (url, warc_date(started))
-        return None
+        return digest, None
 
     # ---------------------------------------------------------------- output rows
     def _emit_url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,

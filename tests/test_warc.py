@@ -2,20 +2,23 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler_lib.warc import WarcFileWriter, read_response
+from crawler_lib.warc import WarcFileWriter, payload_digest, read_response
 
 
-def write_two(directory):
-    writer = WarcFileWriter(str(directory), "seg-00000-test", 10**9, {"isPartOf": "seg"})
+def write_two(directory, gzip_level=2):
+    """Two exchanges; the first hands its payload digest to the writer (as the fetcher does)."""
+    writer = WarcFileWriter(str(directory), "seg-00000-test", 10**9, {"isPartOf": "seg"}, gzip_level)
     locations = []
     for i in range(2):
+        body = b"<html>%d</html>" % i
         locations.append(writer.write_exchange(
             f"http://a.com/{i}", 1_700_000_000.0, "127.0.0.1", f"GET /{i}",
             [("Host", "a.com"), ("User-Agent", "bot")], "HTTP/1.1", 200, "OK",
-            [("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")], b"<html>%d</html>" % i,
-            truncated=(i == 1)))
+            [("Content-Type", "text/html"), ("Transfer-Encoding", "chunked")], body,
+            truncated=(i == 1), known_payload_digest=payload_digest(body) if i == 0 else None))
     writer.close()
     return writer.files, locations
 
@@ -37,8 +40,9 @@ def test_records_and_locations(tmp_path):
     assert stored.header("transfer-encoding") is None  # body is stored de-chunked
 
 
-def test_warcio_check_accepts_output(tmp_path):
-    files, _ = write_two(tmp_path)
+@pytest.mark.parametrize("gzip_level", [0, 2, 6])  # igzip and zlib levels
+def test_warcio_check_accepts_output(tmp_path, gzip_level):
+    files, _ = write_two(tmp_path, gzip_level)
     warcio = Path(sys.executable).with_name("warcio")
     done = subprocess.run([str(warcio), "check", "-v", *files], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
@@ -46,7 +50,6 @@ def test_warcio_check_accepts_output(tmp_path):
 
 
 def test_identical_payload_is_stored_once_as_a_revisit(tmp_path):
-    from crawler_lib.warc import payload_digest
 
     writer = WarcFileWriter(str(tmp_path), "seg-00000-rev", 10**9, {})
     body = b"<html>same</html>"
