@@ -37,9 +37,9 @@ def _splitmix64(values: np.ndarray) -> np.ndarray:
     return values
 
 
-# byte j (bits 8j..8j+7, little-endian) of every bucket's feature hash, one contiguous array per j
-_BUCKET_HASH_BYTES = [np.ascontiguousarray(column) for column in
-                      _splitmix64(np.arange(1 << BUCKET_BITS, dtype=np.uint64)).view(np.uint8).reshape(-1, 8).T]
+# row j, column b: byte j (bits 8j..8j+7, little-endian) of bucket b's feature hash
+_BUCKET_HASH_BYTES = np.ascontiguousarray(
+    _splitmix64(np.arange(1 << BUCKET_BITS, dtype=np.uint64)).view(np.uint8).reshape(-1, 8).T)
 _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float64)  # bits of every byte value
 
 
@@ -77,9 +77,13 @@ def simhash64(text: str) -> int:
         counts += np.bincount((keys * _KNUTH) >> np.uint32(32 - BUCKET_BITS), minlength=1 << BUCKET_BITS)
     # votes per bit: shingles per value of each hash byte, times that value's bits. No BLAS call: its
     # threads would spin on other cores (2x the CPU of a parse task, measured).
+    hash_bytes = _BUCKET_HASH_BYTES
+    used = np.flatnonzero(counts)
+    if len(used) * 4 < len(counts):  # a short page touches a few hundred buckets: vote over those only
+        counts, hash_bytes = counts[used], hash_bytes[:, used]
     weights = counts.astype(np.float64)
-    votes = np.concatenate([np.bincount(column, weights, 256) @ _BYTE_BITS for column in _BUCKET_HASH_BYTES])
-    bits = votes * 2 > counts.sum()
+    votes = np.concatenate([np.bincount(row, weights, 256) @ _BYTE_BITS for row in hash_bytes])
+    bits = votes * 2 > weights.sum()
     return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
 
 
