@@ -86,11 +86,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     (fetchlog.alias("t").merge(requests.alias("s"), "t.request_id = s.request_id")
      .whenNotMatchedInsertAll().execute())
 
-    results = read(spark, crawl.segment(segment_id, "fetch"))
-    by_outcome = {(r.outcome, r.http_status): r["count"]
-                  for r in results.groupBy("outcome", "http_status").count().collect()}
+    counts = output.groupBy("kind", "url_result.outcome", "url_result.http_status").count().collect()
+    by_outcome = {(r.outcome, r.http_status): r["count"] for r in counts if r.kind == "url"}
     return {"segment": segment_id, "fetched_now": refetched, "urls": sum(by_outcome.values()),
-            "by_outcome": by_outcome, "requests": requests.count()}
+            "by_outcome": by_outcome, "requests": sum(r["count"] for r in counts if r.kind == "request")}
 
 
 def describe_outcomes(by_outcome: dict) -> str:

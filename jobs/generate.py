@@ -30,7 +30,7 @@ from jobs.base import CrawlJob, utc_now
 
 
 def fetch_partitions(spark, cfg) -> int:
-    return cfg["fetcher.partitions"] or 2 * spark.sparkContext.defaultParallelism
+    return cfg["fetcher.partitions"] or spark.sparkContext.defaultParallelism
 
 
 def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[datetime] = None) -> dict:
@@ -100,12 +100,12 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         crawldb_table.alias("t").merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
         .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
     ).get("num_updated_rows", 0)
-    listed = fetchlist.count()
+    listed, hosts = fetchlist.agg(F.count("*"), F.countDistinct("host_key")).first()
     if leased != listed:  # another job changed some rows since selection: keep only what we leased
         mine = crawldb_table.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
         overwrite(fetchlist.join(mine, ["url", "version"], "left_semi").localCheckpoint()
                   .repartition(partitions, "fetch_partition"), fetchlist_path)
-    hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
+        hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
     return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions,
             "robots_denied": denied, "excluded": excluded}
 

@@ -46,10 +46,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
                  .join(stored, "revisit_of", "left"))
     parsed = spark.createDataFrame(responses.rdd.mapPartitions(_parse_task(cfg)), schemas.parse_result())
     overwrite(parsed, crawl.segment(segment_id, "parse"))
-    result = read(spark, crawl.segment(segment_id, "parse"))
-    counts = {r.parse_status: r["count"] for r in result.groupBy("parse_status").count().collect()}
-    links = result.select(F.coalesce(F.sum(F.size("outlinks")), F.lit(0))).first()[0]
-    return {"segment": segment_id, "by_status": counts, "outlinks": links}
+    by_status = (read(spark, crawl.segment(segment_id, "parse")).groupBy("parse_status")
+                 .agg(F.count("*").alias("pages"), F.sum(F.size("outlinks")).alias("outlinks")).collect())
+    return {"segment": segment_id, "by_status": {r.parse_status: r.pages for r in by_status},
+            "outlinks": sum(r.outlinks for r in by_status)}
 
 
 class Parse(CrawlJob):

@@ -3,8 +3,9 @@
 A result is applied only where the CrawlDB row still holds this segment's lease with the same
 version (`(url, version, lease_id)` match); applying clears the lease, so a second run finds nothing
 to apply. New URLs (outlinks and redirect targets) are inserted only when absent (MERGE on the
-normalized URL, the unique key). Host updates apply only if no newer segment already updated the
-host. Each of the three MERGEs is idempotent on its own, so a crash between them is mended by a rerun.
+normalized URL, the unique key); both happen in one CrawlDB MERGE (the applied URLs are in the CrawlDB,
+the new ones are not, so no row meets two source rows). Host updates apply only if no newer segment
+already updated the host. Each MERGE is idempotent on its own, so a crash between them is mended by a rerun.
 """
 from __future__ import annotations
 
@@ -107,10 +108,6 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                       F.struct("p.url", "p.content_digest", "p.simhash", "p.parse_status", "p.parse_reason")
                       .alias("parse")))
     updates = spark.createDataFrame(joined.rdd.mapPartitions(_apply_task(cfg)), schemas.url_state())
-    applied = run_merge(
-        crawldb_table.alias("t")
-        .merge(updates.alias("s"), f"t.url = s.url AND t.version = s.version AND t.lease_id = '{segment_id}'")
-        .whenMatchedUpdateAll()).get("num_updated_rows", 0)
 
     # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
     follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
@@ -138,8 +135,14 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                   .select("url", "c.*"))
     discovered = _bound_growth(cfg, spark.createDataFrame(
         candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb_table.toDF())
-    inserted = run_merge(crawldb_table.alias("t").merge(discovered.alias("s"), "t.url = s.url")
-                         .whenNotMatchedInsertAll()).get("num_inserted_rows", 0)
+    # One MERGE (one commit) applies the results and inserts the new URLs.
+    source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
+    counts = run_merge(
+        crawldb_table.alias("t").merge(source.alias("s"), "t.url = s.url")
+        .whenMatchedUpdate(condition=f"NOT s._new AND t.version = s.version AND t.lease_id = '{segment_id}'",
+                           set={c: f"s.{c}" for c in URL_STATE_COLUMNS})
+        .whenNotMatchedInsert(condition="s._new", values={c: f"s.{c}" for c in URL_STATE_COLUMNS}))
+    applied, inserted = counts.get("num_updated_rows", 0), counts.get("num_inserted_rows", 0)
 
     # 2b. A sitemap <lastmod> after our last fetch makes a page due now (never later than planned,
     #     never a leased or blocked row; a lastmod in the future counts as now).
@@ -161,21 +164,30 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in ROBOTS_FIELDS else F.col(f"s.{c}"))
               for c in HOST_FIELDS}
     release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
-    (hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
+    # Hosts this segment leased but sent no update for (nothing fetched) join as release-only rows.
+    lease_only = (hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
+                  .join(host_updates.select("host_key"), "host_key", "left_anti"))
+    source = (host_updates.withColumn("_release_only", F.lit(False))
+              .unionByName(lease_only.withColumn("_release_only", F.lit(True)), allowMissingColumns=True))
+    (hostdb_table.alias("t").merge(source.alias("s"), "t.host_key = s.host_key")
      .whenMatchedUpdate(
-         condition=f"t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}'",
+         condition=f"NOT s._release_only AND (t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}')",
          set={**values, "updated_by_segment": F.lit(segment_id),
               "lease_id": release.otherwise(F.col("t.lease_id")),
               "lease_expires_at": release.otherwise(F.col("t.lease_expires_at"))})
-     .whenNotMatchedInsert(values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
+     .whenMatchedUpdate(condition=f"t.lease_id = '{segment_id}'",  # release-only, or an older update
+                        set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
+     .whenNotMatchedInsert(condition="NOT s._release_only",
+                           values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
                                    "updated_by_segment": F.lit(segment_id)})
      .execute())
-    hostdb_table.update(condition=F.col("lease_id") == segment_id,
-                        set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
+    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed}
 
-    statuses = {r.status: r["count"] for r in crawldb_table.toDF().groupBy("status").count().collect()}
-    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed,
-            "crawldb_by_status": statuses}
+
+def status_mix(spark, crawl_dir: str) -> dict:
+    """CrawlDB rows per status: for the operator's line, not the crawl loop (a full scan)."""
+    crawldb = read(spark, CrawlDir(crawl_dir).crawldb)
+    return {r.status: r["count"] for r in crawldb.groupBy("status").count().collect()}
 
 
 class UpdateDb(CrawlJob):
@@ -190,7 +202,7 @@ class UpdateDb(CrawlJob):
     def execute(cls, spark, cfg, args) -> int:
         def update_one(segment):
             stats = run(spark, cfg, args.crawl_dir, segment)
-            mix = " ".join(f"{k}={v}" for k, v in sorted(stats["crawldb_by_status"].items()))
+            mix = " ".join(f"{k}={v}" for k, v in sorted(status_mix(spark, args.crawl_dir).items()))
             print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs, "
                   f"{stats['sitemap_refreshed']} made due by sitemap lastmod; crawldb: {mix}", flush=True)
         for_each_segment(args, cls.name, update_one)

@@ -31,9 +31,10 @@ BASE_SETTINGS = {
     # Python workers: fetch tasks hold sockets, not rows; keep them alive between tasks.
     "spark.python.worker.reuse": "true",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
-    # New tables get deletion vectors (as on Databricks): MERGE and UPDATE mark replaced rows instead
-    # of rewriting whole files. BENCHMARKS.md measures generate and updatedb with and without.
-    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+    # No deletion vectors for new tables (Delta's own default; Databricks turns them on): a crawl
+    # cycle's MERGEs touch most files anyway, and `make bench` measured generate and updatedb slower
+    # with them (at 1 M and 10 M URLs, and ~25% on a small crawl's cycle). BENCHMARKS.md has the figures.
+    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "false",
 }
 
 # Embedded default (local master): a laptop-sized session that never leaves loopback.
