@@ -88,7 +88,9 @@ def whole_crawl_lines(result: dict) -> list[str]:
         f"{peer['pages_per_cpu_s']:.0f} |", "",
         f"**Ours / Scrapy pages per CPU-second = {result['ratio']:.2f}** (goal >= 3). **Share of cycle wall time "
         f"outside fetch at steady state {ours['steady_outside_fetch']:.0%}** (cycles fetching >= 20% of the pages; "
-        "goal <= 25%)."]
+        "goal <= 25%).", "",
+        "Where our CPU-seconds went (threads of the Spark JVM by name, from /proc): "
+        + ", ".join(f"{part} {seconds:.0f}" for part, seconds in ours["cpu_by_part"].items()) + "."]
 
 
 def main() -> int:

@@ -28,6 +28,60 @@ SKEWED_SHARE = 0.1
 NOW = datetime(2026, 11, 30, 12, 0, 0)
 
 
+def _stat_fields(path: str) -> list[str]:
+    """Fields of a /proc stat file after the command name (which may hold spaces), and the name."""
+    with open(path, encoding="ascii", errors="replace") as handle:
+        text = handle.read()
+    return [text[text.index("(") + 1:text.rindex(")")], *text.rsplit(")", 1)[1].split()]
+
+
+JVM_THREAD_GROUPS = (("JIT compiler", ("C1 CompilerThre", "C2 CompilerThre")), ("garbage collector", ("GC Thread", "G1 ")),
+                     ("driver calls from Python (planning, Delta log, commits)", ("Thread-",)))
+
+
+def jvm_cpu_breakdown(root: int) -> dict:
+    """CPU-seconds of the Spark JVM under `root` by thread kind, and of its Python workers (every
+    process below the JVM). Only live threads can be named: Spark's task threads and idle compiler
+    threads end, so their time is in "Spark tasks and other JVM threads"."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents, own, with_children = {}, {}, {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                fields = _stat_fields(f"/proc/{entry}/stat")
+            except OSError:
+                continue
+            pid = int(entry)
+            parents[pid] = int(fields[2])
+            own[pid] = (int(fields[12]) + int(fields[13])) / tick
+            with_children[pid] = own[pid] + (int(fields[14]) + int(fields[15])) / tick
+    java = next((pid for pid, parent in parents.items() if parent == root
+                 and _stat_fields(f"/proc/{pid}/stat")[0] == "java"), None)
+    if java is None:
+        return {}
+    groups = {name: 0.0 for name, _ in JVM_THREAD_GROUPS}
+    for thread in os.listdir(f"/proc/{java}/task"):
+        try:
+            fields = _stat_fields(f"/proc/{java}/task/{thread}/stat")
+        except OSError:
+            continue
+        name = next((group for group, prefixes in JVM_THREAD_GROUPS if fields[0].startswith(prefixes)), None)
+        if name:
+            groups[name] += (int(fields[12]) + int(fields[13])) / tick
+    groups["Spark tasks and other JVM threads"] = own[java] - sum(groups.values())
+
+    def below_java(pid: int) -> bool:
+        while pid > 1:
+            pid = parents.get(pid, 0)
+            if pid == java:
+                return True
+        return False
+    workers = [pid for pid in parents if below_java(pid)]  # reaped ones count in their parent's cutime
+    groups["Python workers"] = (with_children[java] - own[java]
+                                + sum(with_children[pid] for pid in workers))
+    return {name: round(seconds, 1) for name, seconds in groups.items()}
+
+
 def tree_cpu_s(root: int) -> float:
     """CPU-seconds of `root` and all its descendants, including reaped children (cutime/cstime)."""
     parents, cpu = {}, {}

@@ -26,7 +26,7 @@ MAX_CYCLES = 12
 
 def our_crawl(seeds: str, crawl_dir: str) -> None:
     """Runs in its own process; prints the cycle history and the process tree's CPU."""
-    from bench.crawldb import tree_cpu_s
+    from bench.crawldb import jvm_cpu_breakdown, tree_cpu_s
     from crawler_lib.config import Config
     from crawler_lib.spark.session import get_spark
     from jobs import crawl
@@ -37,7 +37,9 @@ def our_crawl(seeds: str, crawl_dir: str) -> None:
     history = crawl.run(spark, cfg, crawl_dir, MAX_CYCLES, seeds=[seeds], report=lambda line: None)
     cycles = [{"fetched": sum(c["fetched"].values()), "elapsed_s": c["elapsed_s"], "fetch_s": c["step_s"]["fetch"]}
               for c in history]
-    print("RESULT " + json.dumps({"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid())}))
+    print("RESULT " + json.dumps({"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid()),
+                                  "cpu_by_part": {"Python driver": time.process_time(),
+                                                  **jvm_cpu_breakdown(os.getpid())}}))
 
 
 def _child_cpu(command: list[str]) -> tuple[str, float, float]:
@@ -66,6 +68,7 @@ def main() -> dict:
         pages = _pages(log_path)
         steady = [c for c in ours["cycles"] if c["fetched"] >= 0.2 * pages] or ours["cycles"]
         result["ours"] = {"pages": pages, "wall_s": wall, "cpu_s": ours["cpu_s"], "cycles": len(ours["cycles"]),
+                          "cpu_by_part": ours["cpu_by_part"],
                           "pages_per_cpu_s": pages / ours["cpu_s"],
                           "steady_outside_fetch": 1 - sum(c["fetch_s"] for c in steady) / sum(c["elapsed_s"] for c in steady)}
     with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES, lifetime_s=1800) as (host_keys, log_path, _pid):
