@@ -17,7 +17,7 @@ from selectolax.lexbor import LexborHTMLParser
 from crawler_lib.fingerprint import simhash64, to_signed
 from crawler_lib.sitemaps import maybe_gunzip, sitemap_entries, sitemap_kind
 from crawler_lib.urls import LinkResolver, UrlRejected
-from crawler_lib.warc import read_response
+from crawler_lib.warc import RecordReader, read_response
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
@@ -143,20 +143,22 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
     return result
 
 
-def parse_fetch_result(fetch: dict, cfg) -> dict:
-    """Parse row for one fetch result: read its WARC record, decode, digest, parse if HTML; links
-    resolve against the fetched URL even when the payload is another URL's identical one.
+def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) -> dict:
+    """Parse row for one fetch result: read its WARC record (through `reader`, which keeps files
+    open, when given), decode, digest, parse if HTML; links resolve against the fetched URL even
+    when the payload is another URL's identical one.
 
     Never raises for the page's sake: a broken page is a parse_status with a reason.
     """
     row = {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
            "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
            "content_digest": None, "simhash": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
+    read = reader.read_response if reader else read_response
     try:
         if fetch.get("payload_filename"):  # a revisit: the payload is in the referred-to record
-            stored = read_response(fetch["payload_filename"], fetch["payload_offset"], fetch["payload_length"])
+            stored = read(fetch["payload_filename"], fetch["payload_offset"], fetch["payload_length"])
         else:
-            stored = read_response(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
+            stored = read(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
     except (OSError, ValueError) as exc:
         row.update(parse_status="failed", reason=f"warc_unreadable: {type(exc).__name__}")
         return row

@@ -16,6 +16,7 @@ from crawler_lib.parser import parse_fetch_result
 from crawler_lib.schema import PARSE_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import is_delta, overwrite, read
+from crawler_lib.warc import RecordReader
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment
 
 PARSE_COLUMNS = column_names(PARSE_RESULT)
@@ -23,9 +24,11 @@ PARSE_COLUMNS = column_names(PARSE_RESULT)
 
 def _parse_task(cfg):
     def run(rows):
-        for row in sorted(rows, key=lambda r: (r.payload_filename or r.warc_filename, r.warc_offset)):
-            result = parse_fetch_result(row.asDict(), cfg)
-            yield tuple(result[c] for c in PARSE_COLUMNS)
+        with RecordReader() as reader:
+            for row in sorted(rows, key=lambda r: (r.payload_filename, r.payload_offset) if r.payload_filename
+                              else (r.warc_filename, r.warc_offset)):
+                result = parse_fetch_result(row.asDict(), cfg, reader)
+                yield tuple(result[c] for c in PARSE_COLUMNS)
     return run
 
 

@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from crawler_lib.warc import WarcFileWriter, payload_digest, read_response
+from crawler_lib.warc import RecordReader, WarcFileWriter, payload_digest, read_response
 
 
 def write_two(directory, gzip_level=2):
@@ -87,3 +87,12 @@ def test_cdxj_index_points_at_the_records(tmp_path):
     assert (int(record["offset"]), int(record["length"])) == (locations[0].offset, locations[0].length)
     assert (record["status"], record["mime"], record["url"]) == ("200", "text/html", "http://a.com/0")
     assert surt("http://www.Example.com:8080/p?b=2&a=1") == "com,example:8080)/p?a=1&b=2"
+
+
+def test_record_reader_keeps_one_file_open_and_moves_between_files(tmp_path):
+    files_a, in_a = write_two(tmp_path / "a")
+    files_b, in_b = write_two(tmp_path / "b")
+    with RecordReader() as reader:
+        bodies = [reader.read_response(at.filename, at.offset, at.length).body
+                  for at in (in_a[1], in_a[0], in_b[0], in_a[1])]
+    assert bodies == [b"<html>1</html>", b"<html>0</html>", b"<html>0</html>", b"<html>1</html>"]
