@@ -20,6 +20,7 @@ import numpy as np
 _WORD_CHAR = re.compile(r"[\w\u4e00-\u9fcc]")
 _ASCII_WORD = np.array([bool(_WORD_CHAR.match(chr(c))) for c in range(128)] + [False])  # index 128: non-ASCII
 _ASCII_NON_WORD = bytes(c for c in range(128) if not _ASCII_WORD[c])
+_ASCII_LOWER = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
 SHINGLE = 4
 MAX_TEXT_CHARS = 1_000_000  # bounded work per page; later text rarely changes near-duplicate status
 BUCKET_BITS = 14  # 16 matches the package's distances more closely, at ~1.5x the cost
@@ -46,12 +47,12 @@ _BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float64) 
 def shingle_keys(text: str) -> list[np.ndarray]:
     """uint32 keys of the 4-character shingles of the package's feature string, in a few arrays: the
     characters' low bytes packed (an ASCII shingle's key is its four bytes), higher code-point bits mixed in."""
-    text = text[:MAX_TEXT_CHARS].lower()
-    if text.isascii():
-        kept = text.encode("ascii").translate(None, _ASCII_NON_WORD).ljust(SHINGLE, b"\0")
+    text = text[:MAX_TEXT_CHARS]
+    if text.isascii():  # one pass lowercases and drops non-word characters
+        kept = text.encode("ascii").translate(_ASCII_LOWER, _ASCII_NON_WORD).ljust(SHINGLE, b"\0")
         # the shingles starting at k, k+4, k+8, ... are the aligned 4-byte words of the buffer from offset k
         return [np.frombuffer(kept, "<u4", count=(len(kept) - k) // SHINGLE, offset=k) for k in range(SHINGLE)]
-    points = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+    points = np.frombuffer(text.lower().encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
     keep = _ASCII_WORD[np.minimum(points, 128)]
     non_ascii = points >= 128
     if non_ascii.any():  # classify each distinct non-ASCII character once, with the package's regex
