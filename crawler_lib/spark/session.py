@@ -45,6 +45,11 @@ LOCAL_SETTINGS = {
     "spark.databricks.delta.snapshotPartitions": "2",
     # Python workers run the driver's interpreter (the virtualenv with the crawler installed).
     "spark.pyspark.python": sys.executable,
+    # A short-lived local JVM runs mostly lukewarm Spark and Delta code: compiling less of it with C2
+    # cut the JVM's JIT CPU by ~45% and a 20,000-page crawl's total CPU by 10%, wall time unchanged
+    # (measured twice; hot loops over millions of rows still reach C2 within milliseconds).
+    "spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=20000 "
+                                     "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000",
 }
 
 
