@@ -48,7 +48,7 @@ def crawldb_lines(result: dict) -> list[str]:
              f"generate leases {result['top_n']:,} URLs, then updatedb applies a synthetic segment answering each "
              f"with a 200 and {result['outlinks']} new links ({result['top_n']:,} results, "
              f"{result['top_n'] * result['outlinks']:,} new URLs). CPU = the Python driver + the Spark JVM + its "
-             "Python workers (/proc of the process tree). Tables without deletion vectors (our default; the last "
+             "Python workers (/proc of the process tree). Tables with deletion vectors (our default; the last "
              "paragraph compares).",
              "", *rows, ""]
     if "growth" in result:
@@ -61,8 +61,8 @@ def crawldb_lines(result: dict) -> list[str]:
                  f"**{skewed['updatedb_wall_s'] / even['updatedb_wall_s'] - 1:+.0%}** updatedb time against the same total "
                  f"spread evenly (goal <= +20%) and yields {skewed['big_host_leased']} URLs (at most "
                  f"`generate.max_per_host` = {result['max_per_host']}).")
-    plain, with_dv = skewed, result["with_deletion_vectors"]
-    lines.append(f"Deletion vectors (`spark.databricks.delta.properties.defaults.enableDeletionVectors`, off by "
+    plain, with_dv = result["without_deletion_vectors"], skewed
+    lines.append(f"Deletion vectors (`spark.databricks.delta.properties.defaults.enableDeletionVectors`, on by "
                  f"default) at {plain['total']:,} URLs, skewed: generate "
                  f"{plain['generate_wall_s']:.1f} s without, {with_dv['generate_wall_s']:.1f} s with "
                  f"({with_dv['generate_wall_s'] / plain['generate_wall_s'] - 1:+.0%}); updatedb "

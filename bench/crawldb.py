@@ -187,7 +187,7 @@ def synthetic_segment(spark, crawl, segment_id: str) -> None:
 DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
 
 
-def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: bool = False) -> dict:
+def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: bool = True) -> dict:
     from pyspark.sql import functions as F
 
     from crawler_lib.crawldir import CrawlDir
@@ -204,7 +204,7 @@ def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: 
     synthetic_segment(spark, crawl, stats["segment"])
     with Meter() as upd:
         applied = updatedb.run(spark, cfg, crawl.root, stats["segment"], now=NOW + timedelta(minutes=30))
-    spark.conf.set(DV_DEFAULT, "false")
+    spark.conf.set(DV_DEFAULT, "true")
     case = {"total": total, "skewed": skewed, "deletion_vectors": deletion_vectors, "build_s": built.wall, "leased": stats["urls"],
             "big_host_leased": big_host, "generate_wall_s": gen.wall, "generate_cpu_s": gen.cpu,
             "updatedb_wall_s": upd.wall, "updatedb_cpu_s": upd.cpu, "applied": applied["applied"],
@@ -228,8 +228,8 @@ def main(sizes: list[int]) -> dict:
         one_case(spark, cfg, root, 100_000, skewed=False)  # warm-up (JIT, class loading): not reported
         cases = [one_case(spark, cfg, root, total, skewed=True) for total in sizes]
         cases.append(one_case(spark, cfg, root, sizes[-1], skewed=False))
-        with_dv = one_case(spark, cfg, root, sizes[-1], skewed=True, deletion_vectors=True)
-    summary = {"cases": cases, "with_deletion_vectors": with_dv, "max_per_host": cfg["generate.max_per_host"], "top_n": TOP_N, "outlinks": OUTLINKS}
+        without_dv = one_case(spark, cfg, root, sizes[-1], skewed=True, deletion_vectors=False)
+    summary = {"cases": cases, "without_deletion_vectors": without_dv, "max_per_host": cfg["generate.max_per_host"], "top_n": TOP_N, "outlinks": OUTLINKS}
     if len(sizes) > 1:
         summary["growth"] = {key: growth_exponent(cases[0], cases[len(sizes) - 1], key)
                              for key in ("generate_wall_s", "updatedb_wall_s")}
