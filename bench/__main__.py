@@ -123,7 +123,7 @@ def main() -> int:
          "(robots.txt obeyed, one request per host in flight, DOWNLOAD_DELAY = our delay, no WARC): "
          f"{fetched['scrapy']['pages_per_cpu_s']:.0f} pages per CPU-second (CPU {fetched['scrapy']['cpu_s']:.2f} s "
          f"from engine start to stop, as ours is counted; {fetched['scrapy']['process_cpu_s']:.2f} s with interpreter "
-         "start and imports), wall {fetched['scrapy']['wall_s']:.1f} s. **Ours / Scrapy pages per "
+         f"start and imports), wall {fetched['scrapy']['wall_s']:.1f} s. **Ours / Scrapy pages per "
          f"CPU-second = {fetched['ratio_to_scrapy']:.2f}** (goal >= 3); ours / Scrapy wall time = "
          f"{fetched['wall_s'] / fetched['scrapy']['wall_s']:.2f}. Our figure includes compressing every record into "
          "WARC, Scrapy's none; this compares the fetch stage on a known URL list (the whole crawl is below).")
