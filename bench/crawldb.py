@@ -89,12 +89,11 @@ def tree_cpu_s(root: int) -> float:
         if not entry.isdigit():
             continue
         try:
-            with open(f"/proc/{entry}/stat", encoding="ascii") as handle:
-                fields = handle.read().rsplit(")", 1)[1].split()
+            fields = _stat_fields(f"/proc/{entry}/stat")
         except OSError:
             continue
-        parents[int(entry)] = int(fields[1])
-        cpu[int(entry)] = sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+        parents[int(entry)] = int(fields[2])
+        cpu[int(entry)] = sum(int(f) for f in fields[12:16]) / os.sysconf("SC_CLK_TCK")
 
     def in_tree(pid: int) -> bool:
         while pid > 1:
