@@ -333,7 +333,8 @@ class PartitionFetcher:
         else:
             status = 404  # more than max_redirects hops: RFC 9309 2.3.1.2 allows "unavailable"
         now = self.clock()
-        host.robots = RobotsPolicy.from_fetch(status, body, self.cfg["robots.max_bytes"])
+        host.robots = RobotsPolicy.from_fetch(status, body, self.cfg["robots.max_bytes"],
+                                              response.header("Content-Encoding") if response else None)
         host.robots_fetched_at = now
         host.robots_expires_at = now if host.robots.outcome == UNREACHABLE else now + self.cfg["robots.cache_ttl_s"]
 

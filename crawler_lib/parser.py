@@ -8,12 +8,12 @@ from __future__ import annotations
 import codecs
 import hashlib
 import re
-import zlib
 from dataclasses import dataclass, field
 from typing import Optional
 
 from selectolax.lexbor import LexborHTMLParser
 
+from crawler_lib.encoding import BodyTooLarge, UndecodableBody, decode_content
 from crawler_lib.fingerprint import simhash64, to_signed
 from crawler_lib.sitemaps import maybe_gunzip, sitemap_entries, sitemap_kind
 from crawler_lib.urls import LinkResolver, UrlRejected
@@ -21,10 +21,6 @@ from crawler_lib.warc import RecordReader, read_response
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
-
-
-class BodyTooLarge(ValueError):
-    """Decoded body exceeds the configured limit (a decompression bomb or a huge page)."""
 
 
 @dataclass
@@ -46,30 +42,6 @@ class ParseResult:
 
 def content_digest(payload: bytes) -> str:
     return "sha256:" + hashlib.sha256(payload).hexdigest()
-
-
-def decode_content(body: bytes, content_encoding: Optional[str], max_bytes: int) -> bytes:
-    """Undo gzip/deflate content-coding without ever holding more than `max_bytes` of output."""
-    coding = (content_encoding or "").strip().lower()
-    if coding in ("", "identity"):
-        return body[:max_bytes]
-    if coding in ("gzip", "x-gzip", "deflate"):
-        wbits = zlib.MAX_WBITS | 32 if coding != "deflate" else zlib.MAX_WBITS
-        try:
-            return _bounded_inflate(body, wbits, max_bytes)
-        except zlib.error:
-            if coding == "deflate":  # servers that send raw deflate without the zlib header
-                return _bounded_inflate(body, -zlib.MAX_WBITS, max_bytes)
-            raise
-    raise ValueError(f"unsupported content-encoding {coding}")
-
-
-def _bounded_inflate(body: bytes, wbits: int, max_bytes: int) -> bytes:
-    inflater = zlib.decompressobj(wbits)
-    out = inflater.decompress(body, max_bytes + 1)
-    if len(out) > max_bytes:
-        raise BodyTooLarge(f"decoded body exceeds {max_bytes} bytes")
-    return out
 
 
 def media_type(content_type: Optional[str]) -> str:
@@ -167,7 +139,7 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     except BodyTooLarge:
         row.update(parse_status="failed", reason="decoded_body_too_large")
         return row
-    except (ValueError, zlib.error) as exc:
+    except UndecodableBody as exc:
         row.update(parse_status="failed", reason=f"undecodable_body: {exc}"[:200])
         return row
     row["content_digest"] = content_digest(payload)

@@ -9,8 +9,9 @@ both sides (so `https://` in a rule matches `https%3A%2F%2F` in a URL, RFC 9309 
 Rules: groups for the same token are combined; no matching group -> the `*` groups; none -> allow
 all. The most specific (longest) matching rule wins, Allow on a tie; `*` matches any sequence, `$`
 anchors the end; `/robots.txt` is always allowed. Comments, any line ending and a BOM are accepted;
-only the first `max_bytes` (500 KiB) are parsed. Fetch outcomes: 2xx parse; 4xx allow all;
-5xx, 429 or a network error disallow all.
+only the first `max_bytes` (500 KiB) of the decoded text are parsed. Fetch outcomes: 2xx parse (after
+undoing its Content-Encoding); 4xx allow all; 5xx, 429, a network error or a body that cannot be
+decoded disallow all (compressed bytes read as text would parse as "no rules").
 """
 from __future__ import annotations
 
@@ -18,6 +19,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Optional
 from urllib.parse import urlsplit
+
+from crawler_lib.encoding import BodyTooLarge, UndecodableBody, decode_content
 
 OK = "ok"                    # 2xx: rules parsed and obeyed
 UNAVAILABLE = "unavailable"  # 4xx: no rules, everything allowed
@@ -97,8 +100,8 @@ def _parse(text: str) -> tuple[list[_Group], list[str]]:
             if value:
                 sitemaps.append(value)
             continue
-        if current is None:
-            continue  # rules before any user-agent line belong to no group
+        if current is None or key not in ("allow", "disallow", "crawl-delay"):
+            continue  # rules before any user-agent line belong to no group; unknown lines end nothing
         in_agent_lines = False
         if key in ("allow", "disallow") and value:
             current.rules.append(Rule.parse(key == "allow", value))
@@ -143,8 +146,8 @@ class RobotsRules:
         return self._select(agent)[1]
 
 
-def _clean(body: bytes, max_bytes: int) -> str:
-    text = body[:max_bytes].decode("utf-8", errors="replace")
+def _clean(body: bytes) -> str:
+    text = body.decode("utf-8", errors="replace")
     return text[1:] if text.startswith("\ufeff") else text
 
 
@@ -157,13 +160,17 @@ class RobotsPolicy:
     _rules: Optional[RobotsRules] = field(default=None, repr=False, compare=False)
 
     @classmethod
-    def from_fetch(cls, http_status: Optional[int], body: bytes = b"",
-                   max_bytes: int = DEFAULT_MAX_BYTES) -> "RobotsPolicy":
+    def from_fetch(cls, http_status: Optional[int], body: bytes = b"", max_bytes: int = DEFAULT_MAX_BYTES,
+                   content_encoding: Optional[str] = None) -> "RobotsPolicy":
         """Outcome of fetching /robots.txt (after redirects); http_status None means a network error."""
         if http_status is None or http_status >= 500 or http_status == 429:
             return cls(UNREACHABLE)  # 429 too: "slow down" is no licence to crawl everything
         if 200 <= http_status < 300:
-            return cls(OK, _clean(body, max_bytes))
+            try:
+                text = decode_content(body, content_encoding, max_bytes, truncate=True)
+            except (UndecodableBody, BodyTooLarge):
+                return cls(UNREACHABLE)
+            return cls(OK, _clean(text))
         # 4xx (401/403 included, RFC 9309 2.3.1.3), or a redirect left after the hop limit (2.3.1.2).
         return cls(UNAVAILABLE)
 

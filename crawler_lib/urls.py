@@ -10,9 +10,11 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Optional
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import unquote, urljoin, urlsplit
 
 import idna
+
+from crawler_lib.netguard import AddressGuard
 
 DEFAULT_PORTS = {"http": 80, "https": 443}
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -74,25 +76,75 @@ def _remove_dot_segments(path: str) -> str:
     return result
 
 
+def _ipv4_number(part: str) -> Optional[int]:
+    """WHATWG URL Standard "IPv4 number parser": 0x.. hex, 0.. octal, else decimal; None = failure."""
+    if not part:
+        return None
+    base = 10
+    if part[:2] in ("0x", "0X"):
+        part, base = part[2:], 16
+    elif len(part) > 1 and part[0] == "0":
+        part, base = part[1:], 8
+    if not part:
+        return 0
+    digits = {10: "0123456789", 8: "01234567", 16: "0123456789abcdefABCDEF"}[base]
+    if not all(c in digits for c in part):
+        return None
+    return int(part, base)
+
+
+def _ends_in_a_number(host: str) -> bool:
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    last = parts[-1]
+    return bool(last) and (last.isdigit() and last.isascii() or _ipv4_number(last) is not None)
+
+
+def _ipv4_host(host: str, url: str) -> str:
+    """A host that ends in a number is an IPv4 address in one of the forms the WHATWG URL Standard
+    accepts (1-4 parts, each decimal, octal or hex): its dotted quad, or rejected. Every spelling of
+    one address is one host key, and the SSRF guard sees the address the socket will reach."""
+    parts = host.split(".")
+    if parts[-1] == "" and len(parts) > 1:
+        parts.pop()
+    numbers = [_ipv4_number(part) for part in parts]
+    if len(parts) > 4 or any(n is None for n in numbers) or any(n > 255 for n in numbers[:-1]) \
+            or numbers[-1] >= 256 ** (5 - len(numbers)):
+        raise UrlRejected("invalid_ipv4", url)
+    address = numbers[-1]
+    for index, number in enumerate(numbers[:-1]):
+        address += number * 256 ** (3 - index)
+    return str(ipaddress.IPv4Address(address))
+
+
 def _normalize_host(host: str, url: str) -> str:
     if not host:
         raise UrlRejected("missing_host", url)
     if host.startswith("["):
+        inner = host[1:-1] if host.endswith("]") else ""
+        if "%" in inner:  # a zone id has no place in a URL (WHATWG: invalid IPv6 address)
+            raise UrlRejected("invalid_host", url)
         try:
-            address = ipaddress.IPv6Address(host[1:-1] if host.endswith("]") else "")
+            address = ipaddress.IPv6Address(inner)
         except ValueError:
             raise UrlRejected("invalid_host", url) from None
         return f"[{address.compressed}]"
-    host = host.rstrip(".").lower() if host != "." else ""
-    try:
-        return str(ipaddress.IPv4Address(host))
-    except ValueError:
-        pass
-    if any(ord(c) > 127 for c in host):
+    if "%" in host:  # percent-escapes in a host name are decoded first (WHATWG host parser)
         try:
-            host = idna.encode(host, uts46=True).decode("ascii")
+            host = unquote(host, errors="strict")
+        except UnicodeDecodeError:
+            raise UrlRejected("invalid_host", url) from None
+    host = host.lower()
+    if any(ord(c) > 127 for c in host):  # UTS 46 first: full-width digits are digits (WHATWG order)
+        try:
+            host = ".".join(idna.encode(label, uts46=True).decode("ascii") if label else ""
+                            for label in host.replace("\u3002", ".").split("."))
         except idna.IDNAError:
             raise UrlRejected("invalid_host", url) from None
+    if _ends_in_a_number(host):
+        return _ipv4_host(host, url)
+    host = host.rstrip(".") if host != "." else ""
     labels = host.split(".")
     if not host or len(host) > 253 or not all(_HOST_LABEL.match(label) for label in labels):
         raise UrlRejected("invalid_host", url)
@@ -121,12 +173,13 @@ def normalize(url: str, max_length: int = 2048) -> str:
         raise UrlRejected("credentials_in_url", raw)
     host_text = parts.netloc
     if host_text.startswith("["):
-        host_text = host_text[: host_text.find("]") + 1]
+        end = host_text.find("]") + 1
+        if end == 0 or host_text[end:] and not host_text[end:].startswith(":"):
+            raise UrlRejected("invalid_host", raw)  # e.g. "[::1]." : nothing may follow but a port
+        host_text = host_text[:end]
     else:
         host_text = host_text.rsplit(":", 1)[0] if ":" in host_text else host_text
     host = _normalize_host(host_text, raw)
-    if port is not None and port == 0:
-        raise UrlRejected("invalid_port", raw)
     netloc = host if port in (None, DEFAULT_PORTS[scheme]) else f"{host}:{port}"
     path = _remove_dot_segments(_normalize_escapes(parts.path, _PATH_SAFE)) if parts.path else "/"
     result = f"{scheme}://{netloc}{path}"
@@ -192,7 +245,8 @@ class UrlFilter:
     """Crawl-policy bounds applied after normalization; a refused URL is kept as `blocked`."""
 
     def __init__(self, max_url_length: int, max_query_params: int, max_depth: int, max_repeated_segments: int = 2,
-                 exclusions: tuple[str, ...] = ()):
+                 exclusions: tuple[str, ...] = (), guard: Optional[AddressGuard] = None):
+        self.guard = guard
         self.max_url_length = max_url_length
         self.max_query_params = max_query_params
         self.max_depth = max_depth
@@ -202,7 +256,8 @@ class UrlFilter:
     @classmethod
     def from_config(cls, cfg) -> "UrlFilter":
         return cls(cfg["limits.max_url_length"], cfg["limits.max_query_params"], cfg["limits.max_depth"],
-                   cfg["limits.max_repeated_segments"], tuple(cfg["exclusions.patterns"]))
+                   cfg["limits.max_repeated_segments"], tuple(cfg["exclusions.patterns"]),
+                   AddressGuard.from_config(cfg))
 
     def excluded(self, normalized_url: str) -> bool:
         return bool(self.exclusions and self.exclusions.search(normalized_url))
@@ -211,6 +266,9 @@ class UrlFilter:
         """None when the URL may be fetched, else the reason it is blocked."""
         if self.excluded(normalized_url):
             return "excluded"
+        refusal = self._address_refusal(normalized_url)
+        if refusal:
+            return refusal
         query = urlsplit(normalized_url).query
         if query and len([p for p in query.split("&") if p]) > self.max_query_params:
             return "too_many_query_params"
@@ -219,6 +277,20 @@ class UrlFilter:
         if _repeats(urlsplit(normalized_url).path) > self.max_repeated_segments:
             return "repeating_path_segments"
         return None
+
+
+    def _address_refusal(self, normalized_url: str) -> Optional[str]:
+        """An IP-literal host is judged by the SSRF guard at once, no DNS needed (normalization made
+        every IPv4 spelling a dotted quad); named hosts are judged at connect time."""
+        if self.guard is None:
+            return None
+        host = urlsplit(normalized_url).hostname or ""
+        try:
+            ipaddress.ip_address(host)
+        except ValueError:
+            return None
+        reason = self.guard.refusal(host)
+        return f"ssrf_{reason}" if reason else None
 
 
 MAX_TRAP_WIDTH = 8  # runs of up to 8 segments, over the first 128 segments: bounded work per URL

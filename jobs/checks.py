@@ -62,6 +62,11 @@ class CheckUrl(CrawlJob):
                 print(f"rejected {rejected.reason} {raw}")
                 continue
             reason = url_filter.reason_to_block(url)
+            if reason and reason.startswith("ssrf_"):  # the address, not the URL: say so beside it
+                print(url)
+                print(f"note: {url} would be blocked ({reason}) unless security.allow_networks lists its "
+                      f"address", file=sys.stderr)
+                continue
             print(f"rejected {reason} {raw}" if reason else url)
         return 0
 

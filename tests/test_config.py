@@ -1,4 +1,7 @@
 import re
+import subprocess
+import sys
+import zipfile
 from pathlib import Path
 
 import pytest
@@ -67,5 +70,12 @@ def test_every_default_key_is_read_by_the_code_and_vice_versa():
     assert defaults - used == set(), "conf/default.yaml documents keys the code never reads"
 
 
-def test_packaged_defaults_are_conf_default_yaml():
-    assert (ROOT / "crawler_lib" / "default.yaml").read_text() == (ROOT / "conf" / "default.yaml").read_text()
+def test_the_built_wheel_ships_conf_default_yaml(tmp_path):
+    """What spark-submit --py-files and Databricks install is the wheel: it must carry the defaults
+    byte for byte (crawler_lib/default.yaml is a symlink that the build has to follow)."""
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
+                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+    (wheel,) = tmp_path.glob("sparkcrawler-*.whl")
+    with zipfile.ZipFile(wheel) as archive:
+        shipped = archive.read("crawler_lib/default.yaml")
+    assert shipped == (ROOT / "conf" / "default.yaml").read_bytes()

@@ -132,4 +132,31 @@ def test_helpers():
 
 def test_garbage_never_raises():
     policy = RobotsPolicy.from_fetch(200, bytes(range(256)) * 50 + b"\nUser-agent: *\nDisallow: /*$**$\n")
-    assert policy.allowed("http://h/", "bot") in (True, False)
+    assert policy.allowed("http://h/", "bot") is True       # the rule needs a literal '$' in the path
+    assert policy.allowed("http://h/a$b$", "bot") is False
+
+
+def test_compressed_robots_txt_is_decoded_before_parsing():
+    import gzip
+    import zlib
+
+    text = b"User-agent: *\nDisallow: /private/\nCrawl-delay: 2\nSitemap: http://h/s.xml\n"
+    for coding, body in (("gzip", gzip.compress(text)), ("deflate", zlib.compress(text)), (None, text)):
+        policy = RobotsPolicy.from_fetch(200, body, content_encoding=coding)
+        assert not policy.allowed("http://h/private/x", "bot") and policy.allowed("http://h/public", "bot")
+        assert policy.crawl_delay("bot") == 2.0 and policy.sitemaps() == ["http://h/s.xml"]
+
+
+def test_the_500_kib_limit_applies_to_the_decoded_text():
+    import gzip
+
+    text = b"User-agent: *\n" + b"# filler\n" * 70_000 + b"Disallow: /late\n"  # ~630 KB decoded
+    policy = RobotsPolicy.from_fetch(200, gzip.compress(text), content_encoding="gzip")
+    assert policy.outcome == "ok" and policy.allowed("http://h/late", "bot")
+
+
+@pytest.mark.parametrize("coding, body", [("gzip", b"\x1f\x8b\x08\x00garbage"), ("br", b"\x1b\x03"),
+                                          ("deflate", b"not deflate")])
+def test_an_undecodable_robots_txt_disallows_everything(coding, body):
+    policy = RobotsPolicy.from_fetch(200, body, content_encoding=coding)
+    assert policy.outcome == "unreachable" and not policy.allowed("http://h/page", "bot")
