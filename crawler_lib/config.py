@@ -138,6 +138,15 @@ class Config(Mapping[str, Any]):
                     "generate.top_n", "generate.max_per_host", "http.max_body_bytes"):
             if self[key] < 1:
                 raise ConfigError(f"config key {key}: must be >= 1, got {self[key]}")
+        if self["fetcher.lease_margin_s"] < self["http.timeout_s"]:
+            raise ConfigError(f"config key fetcher.lease_margin_s: must be >= http.timeout_s "
+                              f"({self['http.timeout_s']:g}): a request started before the margin must end "
+                              f"before the lease does, got {self['fetcher.lease_margin_s']:g}")
+        needed = self["fetcher.time_limit_s"] + self["fetcher.lease_margin_s"]
+        if self["generate.lease_s"] < needed:
+            raise ConfigError(f"config key generate.lease_s: must be >= fetcher.time_limit_s + "
+                              f"fetcher.lease_margin_s ({needed:g}) so a fetch never outlives its leases, "
+                              f"got {self['generate.lease_s']:g}")
         if not 0 <= self["fetcher.warc_gzip_level"] <= 9:
             raise ConfigError(f"config key fetcher.warc_gzip_level: must be 0..9, got {self['fetcher.warc_gzip_level']}")
         if not 0 <= self["dedup.max_hamming_distance"] <= 3:

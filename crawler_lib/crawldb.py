@@ -8,7 +8,8 @@ updatedb decision table (fetch outcome -> new status, next fetch):
 | 304                            | fetched       | fetched_at + adaptive interval        | 0             |
 | 3xx with Location              | redirect      | fetched_at + interval                 | 0             |
 | 404, 410, other 4xx (not 429)  | gone          | fetched_at + schedule.gone_interval_s | 0             |
-| 429, 5xx, 3xx w/o Location, network error | retry, or failed after schedule.max_retries | fetched_at + retry_interval_s * 2^(n-1) | +1 |
+| 5xx (not 503), 3xx w/o Location, network error after sending | retry, or failed after schedule.max_retries | fetched_at + retry_interval_s * 2^(n-1) | +1 |
+| host_deferred (429, 503, connect failure) | unchanged | unchanged (due; the host's backoff holds it back) | unchanged |
 | robots_denied                  | robots_denied | fetched_at + robots.cache_ttl_s       | unchanged     |
 | blocked (SSRF guard), excluded | blocked       | never (operator lifts it)             | unchanged     |
 | not_attempted                  | unchanged     | now (back to the pool)                | unchanged     |
@@ -62,7 +63,7 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
     fetched_at: datetime = result["fetched_at"]
     http_status = result.get("http_status")
 
-    if outcome == st.NOT_ATTEMPTED:
+    if outcome in (st.NOT_ATTEMPTED, st.HOST_DEFERRED):
         new["reason"] = result.get("reason")  # next_fetch_at unchanged: still due, back in the pool
         return new
     if outcome == st.DENIED_BY_ROBOTS:
@@ -114,7 +115,8 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
                    next_fetch_at=fetched_at + timedelta(seconds=cfg["schedule.gone_interval_s"]))
         return new
 
-    # Transient: 429, 5xx, a redirect without a usable Location, network errors.
+    # Transient: 5xx (a 429/503 in a segment fetched before host_deferred existed), a redirect
+    # without a usable Location, network errors after the request was sent.
     failures = (state.get("failure_count") or 0) + 1
     reason = result.get("reason") or (f"http_{http_status}" if http_status else outcome)
     if 300 <= (http_status or 0) < 400:

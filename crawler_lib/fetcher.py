@@ -1,12 +1,19 @@
 """The fetcher: one asyncio loop per fetch task, serving all the task's hosts at once.
 
 A task receives every URL of its hosts (generate put each host in exactly one partition), so the
-per-host state here is the host's only owner: it alone grants request slots (`HostPoliteness`).
-Inside the task: one queue per host; robots.txt obeyed (cached rules from HostDB, or fetched once);
-a global cap on open connections; a wall-clock budget after which nothing new starts and the rest
-goes back to the pool; a host whose requests keep failing is dropped for the rest of the task.
-Redirects are not followed inline: the target is recorded and enters the CrawlDB as a new URL, so
-it is fetched under its own host's politeness.
+per-host state here is the host's only owner. The parts, each in its own module:
+- `hostqueue`: a host's queue and politeness state, and the gate that grants request slots;
+- `robots_client`: robots.txt fetched, kept fresh before every page request, archived;
+- `exchange`: one request sent, logged and archived; the task's output rows;
+- `transport` (aiohttp, SSRF-guarded sockets) and `archive` (WARC files, identical payloads once).
+
+Rules kept here: URLs excluded or disallowed are never requested; a host answering 429/503, or
+that cannot be connected to, is backed off as a host (Retry-After or exponential backoff), and the
+URL gets one more chance in the task after the backoff, else returns to the pool without using its
+retry budget; a host whose requests keep failing is dropped for the rest of the task; a host whose
+Crawl-delay exceeds `politeness.max_crawl_delay_s` is deferred until its robots.txt is due again.
+Redirects are recorded, not followed: the target enters the CrawlDB as a new URL and is fetched
+under its own host's politeness.
 
 `fetch_partition(rows, ...)` takes and yields plain dicts so it runs inside Spark's mapPartitions
 and in unit tests alike. It yields `(kind, row)` with kind "url" (one per input URL, always),
@@ -21,139 +28,23 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
 from itertools import groupby
 from typing import Callable, Iterable, Iterator, Optional
-from urllib.parse import urlsplit
-
-import aiohttp
 
 from crawler_lib import status as st
-from crawler_lib.netguard import AddressGuard, BlockedAddress
-from crawler_lib.politeness import HostPoliteness
+from crawler_lib.archive import Archiver
+from crawler_lib.exchange import PAGE, FetchOutput, Requester
+from crawler_lib.hostqueue import HostQueue, SlotGate
+from crawler_lib.netguard import AddressGuard
+from crawler_lib.politeness import BACKOFF_STATUSES, HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
-from crawler_lib.schema import to_datetime, to_epoch
+from crawler_lib.robots_client import RobotsClient
+from crawler_lib.schema import to_epoch
+from crawler_lib.transport import AiohttpTransport, RequestFailed
 from crawler_lib.urls import UrlFilter, UrlRejected, resolve
-from crawler_lib.warc import RecordLocation, WarcFileWriter, payload_digest, warc_date
+from crawler_lib.warc import WarcFileWriter
 
 log = logging.getLogger("crawler.fetcher")
-
-ACCEPT = "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
-PROGRESS_EVERY_S = 30.0
-
-
-@dataclass
-class _Host:
-    key: str
-    rows: deque
-    politeness: HostPoliteness
-    robots: Optional[RobotsPolicy] = None
-    robots_fetched_at: Optional[float] = None
-    robots_expires_at: Optional[float] = None
-    deferred_reason: Optional[str] = None
-    refused_reason: Optional[str] = None  # the SSRF guard refused the host's address
-    owned: bool = True                    # this segment holds the host's live lease
-    dropped: bool = False
-    failures_in_task: int = 0
-
-
-@dataclass
-class _Progress:
-    total: int
-    done: int = 0
-    bytes: int = 0
-    started: float = field(default_factory=time.time)
-    last_report: float = field(default_factory=time.time)
-
-
-@dataclass
-class Response:
-    """One HTTP exchange as seen on the wire (body capped, content-encoding kept)."""
-
-    status: int
-    reason: str
-    http_version: str
-    headers: list[tuple[str, str]]
-    body: bytes
-    truncated: bool
-    ip_address: str
-    request_headers: list[tuple[str, str]]
-    revisit_of: Optional[str] = None  # set when stored as a revisit of this URI's identical payload
-
-    def header(self, name: str) -> Optional[str]:
-        lname = name.lower()
-        return next((v for k, v in self.headers if k.lower() == lname), None)
-
-
-class RequestFailed(Exception):
-    """No response: `reason` says why; `refused` when the SSRF guard stopped it (nothing was sent)."""
-
-    def __init__(self, reason: str, refused: bool = False):
-        super().__init__(reason)
-        self.reason = reason
-        self.refused = refused
-
-
-class AiohttpTransport:
-    """GET over aiohttp: no redirects followed, body read up to a cap, every connection guarded."""
-
-    def __init__(self, cfg, guard: AddressGuard, user_agent: str):
-        self.cfg = cfg
-        self.guard = guard
-        self.user_agent = user_agent
-
-    async def __aenter__(self) -> "AiohttpTransport":
-        connector = aiohttp.TCPConnector(
-            limit=self.cfg["fetcher.max_connections"],
-            limit_per_host=self.cfg["politeness.max_concurrency_per_host"],
-            use_dns_cache=True, ttl_dns_cache=300, socket_factory=self.guard.socket_factory)
-        timeout = aiohttp.ClientTimeout(total=self.cfg["http.timeout_s"],
-                                        sock_connect=self.cfg["http.connect_timeout_s"])
-        trace = aiohttp.TraceConfig()
-        trace.on_request_headers_sent.append(self._headers_sent)
-        self.session = aiohttp.ClientSession(connector=connector, timeout=timeout, auto_decompress=False,
-                                             headers={"User-Agent": self.user_agent}, trace_configs=[trace])
-        return self
-
-    @staticmethod
-    async def _headers_sent(session, context, params) -> None:
-        context.trace_request_ctx["on_sent"]()
-
-    async def __aexit__(self, *exc) -> None:
-        await self.session.close()
-
-    async def get(self, url: str, headers: dict, max_bytes: int, on_sent: Callable[[], None]) -> Response:
-        """`on_sent` is called when the request has been written to the socket."""
-        try:
-            async with self.session.get(url, allow_redirects=False, headers=headers,
-                                        trace_request_ctx={"on_sent": on_sent}) as resp:
-                peer = resp.connection.transport.get_extra_info("peername") if resp.connection else None
-                chunks, size, truncated = [], 0, False
-                async for chunk in resp.content.iter_chunked(65536):
-                    if size + len(chunk) > max_bytes:
-                        chunks.append(chunk[: max_bytes - size])
-                        truncated = True
-                        break
-                    chunks.append(chunk)
-                    size += len(chunk)
-                return Response(
-                    status=resp.status, reason=resp.reason or "",
-                    http_version=f"HTTP/{resp.version.major}.{resp.version.minor}",
-                    headers=[(k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers],
-                    body=b"".join(chunks), truncated=truncated, ip_address=peer[0] if peer else "",
-                    request_headers=list(resp.request_info.headers.items()))
-        except aiohttp.ClientConnectorError as exc:
-            if isinstance(exc.os_error, BlockedAddress):
-                raise RequestFailed(f"ssrf_{exc.os_error.reason}", refused=True) from None
-            raise RequestFailed("connect_error") from None
-        except BlockedAddress as exc:
-            raise RequestFailed(f"ssrf_{exc.reason}", refused=True) from None
-        except asyncio.TimeoutError:
-            raise RequestFailed("timeout") from None
-        except aiohttp.ClientError as exc:
-            raise RequestFailed(type(exc).__name__) from None
-        except OSError as exc:
-            raise RequestFailed(f"os_error_{exc.errno}") from None
 
 
 class PartitionFetcher:
@@ -171,38 +62,39 @@ class PartitionFetcher:
         self.attempt = attempt
         self.clock = clock
         self.agent = cfg["http.agent_name"]
-        self.user_agent = cfg.user_agent
-        self.transport = transport or AiohttpTransport(cfg, AddressGuard.from_config(cfg), self.user_agent)
+        self.transport = transport or AiohttpTransport(cfg, AddressGuard.from_config(cfg), cfg.user_agent)
         self.loop_factory = loop_factory
         self.url_filter = UrlFilter.from_config(cfg)
         self.warc_executor = warc_executor
-        token = uuid.uuid4().hex[:8]
-        self.warc = WarcFileWriter(warc_dir, f"{segment_id}-{partition_id:05d}-{token}",
-                                   cfg["fetcher.warc_max_bytes"],
-                                   {"isPartOf": segment_id, "http-header-user-agent": self.user_agent,
-                                    "robots": "obey"}, cfg["fetcher.warc_gzip_level"])
-        self.out: list[tuple[str, dict]] = []
-        self._stored_payloads: dict[str, tuple[str, str]] = {}  # payload digest -> (URI, WARC-Date)
-        self._request_seq = 0
-        self._request_prefix = f"{segment_id}:{partition_id}:{token}"
+        self.token = uuid.uuid4().hex[:8]
+        self.warc_dir = warc_dir
 
     # ---------------------------------------------------------------- entry point
     def run(self, rows: Iterable[dict]) -> list[tuple[str, dict]]:
         rows = sorted(rows, key=lambda r: (r["host_key"], -(r.get("priority") or 0.0), r["url"]))
-        hosts = [self._make_host(key, list(group)) for key, group in groupby(rows, key=lambda r: r["host_key"])]
-        self.progress = _Progress(total=len(rows))
-        self.deadline = self.clock() + self.cfg["fetcher.time_limit_s"]
-        writer = self.warc_executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+        task_deadline = self.clock() + self.cfg["fetcher.time_limit_s"]
+        self.hosts = {key: self._make_host(key, list(group), task_deadline)
+                      for key, group in groupby(rows, key=lambda r: r["host_key"])}
+        self.output = FetchOutput(self.partition_id, len(rows), self.clock)
+        writer_thread = self.warc_executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
+        archiver = Archiver(WarcFileWriter(
+            self.warc_dir, f"{self.segment_id}-{self.partition_id:05d}-{self.token}", self.cfg["fetcher.warc_max_bytes"],
+            {"isPartOf": self.segment_id, "http-header-user-agent": self.cfg.user_agent, "robots": "obey"},
+            self.cfg["fetcher.warc_gzip_level"]), writer_thread)
+        self.gate = SlotGate(self.clock, self.cfg["fetcher.max_connections"])
+        self.requester = Requester(self.transport, archiver, self.output, self.clock, self.segment_id,
+                                   f"{self.segment_id}:{self.partition_id}:{self.token}")
+        self.robots = RobotsClient(self.cfg, self.gate, self.requester, self.clock, self.hosts, self.segment_id)
         loop = self.loop_factory()
         try:
-            loop.run_until_complete(self._run_all(hosts, writer))
+            loop.run_until_complete(self._run_all())
         finally:
             loop.close()
-            writer.shutdown(wait=True)
-            self.warc.close()
-        return self.out
+            writer_thread.shutdown(wait=True)
+            archiver.close()
+        return self.output.rows
 
-    def _make_host(self, key: str, rows: list[dict]) -> _Host:
+    def _make_host(self, key: str, rows: list[dict], task_deadline: float) -> HostQueue:
         first = rows[0]
         now = self.clock()
         robots = None
@@ -218,128 +110,92 @@ class PartitionFetcher:
         if self.attempt > 0:
             # A retried Spark task cannot know when the failed attempt last hit the host: wait a delay.
             politeness.next_allowed_at = max(politeness.next_allowed_at, now + politeness.delay_s)
-        return _Host(key, deque(rows), politeness, robots,
-                     to_epoch(first.get("robots_fetched_at")), to_epoch(first.get("robots_expires_at")),
-                     owned=first.get("host_owned", True) is not False)
+        deadline = task_deadline
+        lease_expires_at = to_epoch(first.get("host_lease_expires_at"))
+        if lease_expires_at is not None:
+            deadline = min(deadline, lease_expires_at - self.cfg["fetcher.lease_margin_s"])
+        return HostQueue(key, deque(rows), politeness, deadline, robots,
+                         to_epoch(first.get("robots_fetched_at")) if robots else None,
+                         to_epoch(first.get("robots_expires_at")) if robots else None,
+                         first.get("robots_capture_id") if robots else None,
+                         robots_redirect_host=first.get("robots_redirect_host"),
+                         placed_with=first.get("robots_redirect_host"),
+                         owned=first.get("host_owned", True) is not False)
 
-    async def _run_all(self, hosts: list[_Host], writer_thread: Executor) -> None:
-        self._writer_thread = writer_thread
-        self._connections = asyncio.Semaphore(self.cfg["fetcher.max_connections"])
+    async def _run_all(self) -> None:
         async with self.transport:
-            await asyncio.gather(*(self._run_host(host) for host in hosts))
+            await asyncio.gather(*(self._run_host(host) for host in self.hosts.values()))
 
     # ---------------------------------------------------------------- per host
-    async def _run_host(self, host: _Host) -> None:
+    async def _run_host(self, host: HostQueue) -> None:
         if not host.owned:  # another segment owns the host now: no request, no host update
             self._return_rest(host, "host_lease_lost")
             return
-        if host.robots is None:
-            await self._fetch_robots(host)
-        crawl_delay = host.robots.crawl_delay(self.agent) if host.robots else None
-        if host.refused_reason:
-            while host.rows:
-                self._emit_url(host.rows.popleft(), st.REFUSED_ADDRESS, reason=host.refused_reason)
-        elif host.robots is None:
-            pass  # robots.txt could not be asked within the budget; _fetch_robots returned the URLs
-        elif host.robots.outcome == UNREACHABLE:
-            host.politeness.pause(self.clock(), self.cfg["robots.unreachable_pause_s"])
-            self._return_rest(host, "robots_unreachable")
-        elif crawl_delay is not None and crawl_delay > self.cfg["politeness.max_crawl_delay_s"]:
-            host.deferred_reason = f"crawl_delay_too_long:{crawl_delay:g}"
-            log.warning("deferring %s: Crawl-delay %gs > politeness.max_crawl_delay_s", host.key, crawl_delay)
-            self._return_rest(host, host.deferred_reason)
-        else:
-            host.politeness.adopt_crawl_delay(crawl_delay)
+        if await self._robots_ready(host):
             workers = host.politeness.max_concurrency
             await asyncio.gather(*(self._host_worker(host) for _ in range(workers)))
-        self._emit_host(host)
+        self.output.host(host, self.agent)
 
-    async def _host_worker(self, host: _Host) -> None:
+    async def _robots_ready(self, host: HostQueue) -> bool:
+        """Fresh rules that let the host be fetched; otherwise its URLs are answered or returned."""
+        refusal = await self.robots.ensure_fresh(host)
+        if host.refused_reason:
+            while host.rows:
+                self.output.url(host.rows.popleft(), st.REFUSED_ADDRESS, reason=host.refused_reason)
+            return False
+        if refusal is not None:  # robots.txt could not be asked within the budget
+            self._return_rest(host, refusal)
+            return False
+        crawl_delay = host.robots.crawl_delay(self.agent)
+        if host.robots.outcome == UNREACHABLE:
+            host.politeness.pause(self.clock(), self.cfg["robots.unreachable_pause_s"])
+            self._return_rest(host, "robots_unreachable")
+            return False
+        if crawl_delay is not None and crawl_delay > self.cfg["politeness.max_crawl_delay_s"]:
+            host.deferred_reason = f"crawl_delay_too_long:{crawl_delay:g}"
+            host.politeness.defer_until(host.robots_expires_at)
+            log.warning("deferring %s until its robots.txt is due again: Crawl-delay %gs > "
+                        "politeness.max_crawl_delay_s", host.key, crawl_delay)
+            self._return_rest(host, host.deferred_reason)
+            return False
+        host.deferred_reason = None
+        host.politeness.adopt_crawl_delay(crawl_delay)
+        return True
+
+    async def _host_worker(self, host: HostQueue) -> None:
         while host.rows:
+            if host.robots_stale(self.clock()) and not await self._robots_ready(host):
+                return  # the rules expired and could not be renewed: the rest went back
             row = host.rows.popleft()
             if self.url_filter.excluded(row["url"]):  # an exclusion added after generate still holds
-                self._emit_url(row, st.EXCLUDED, reason="excluded")
+                self.output.url(row, st.EXCLUDED, reason="excluded")
                 continue
             if not host.robots.allowed(row["url"], self.agent):
-                self._emit_url(row, st.DENIED_BY_ROBOTS, reason="robots_txt")
+                self.output.url(row, st.DENIED_BY_ROBOTS, reason="robots_txt")
                 continue
             if host.dropped:
-                self._emit_url(row, st.NOT_ATTEMPTED, reason="host_dropped")
+                self.output.url(row, st.NOT_ATTEMPTED, reason="host_dropped")
                 continue
-            granted = await self._acquire(host)
-            if granted is not None:
-                self._emit_url(row, st.NOT_ATTEMPTED, reason=granted)
+            refusal = await self.gate.acquire(host)
+            if refusal is not None:
+                self.output.url(row, st.NOT_ATTEMPTED, reason=refusal)
+                continue
+            if host.robots_stale(self.clock()):  # expired while waiting for the slot: renew first
+                host.politeness.cancel_start()
+                self.gate.release(host)
+                host.rows.appendleft(row)
                 continue
             try:
                 await self._fetch_page(host, row)
             finally:
-                self._connections.release()
+                self.gate.release(host)
 
-    async def _acquire(self, host: _Host) -> Optional[str]:
-        """Wait for a host slot and a connection; None when granted, else why not (nothing taken)."""
-        politeness = host.politeness
-        while True:
-            now = self.clock()
-            wait = politeness.wait_s(now)
-            if wait is not None and now + wait >= self.deadline:
-                return "host_backoff" if politeness.backoff_until >= self.deadline else "time_limit"
-            if wait is None or wait > 0:
-                await asyncio.sleep(min(wait if wait is not None else 0.01, 1.0) or 0.01)
-                continue
-            await self._connections.acquire()
-            now = self.clock()
-            if politeness.wait_s(now) == 0:
-                politeness.start(now)
-                return None
-            self._connections.release()
-
-    def _return_rest(self, host: _Host, reason: str) -> None:
+    def _return_rest(self, host: HostQueue, reason: str) -> None:
         while host.rows:
-            self._emit_url(host.rows.popleft(), st.NOT_ATTEMPTED, reason=reason)
-
-    # ---------------------------------------------------------------- robots.txt
-    async def _fetch_robots(self, host: _Host) -> None:
-        """Fetch /robots.txt, each redirect hop under the host's politeness; leave host.robots None
-        (and the URLs returned) if that cannot happen within the task's budget."""
-        url = host.key + "/robots.txt"
-        status: Optional[int] = None
-        body = b""
-        for hop in range(self.cfg["robots.max_redirects"] + 1):
-            refusal = await self._acquire(host)
-            if refusal is not None:
-                self._return_rest(host, refusal)
-                return
-            response = None
-            try:
-                response, _ = await self._request(host, url, "robots", max_bytes=self.cfg["robots.max_bytes"])
-            except RequestFailed as failure:
-                if failure.refused and hop == 0:
-                    host.refused_reason = failure.reason  # nothing of this host may be fetched
-            finally:
-                self._connections.release()
-                host.politeness.finish(self.clock(), response.status if response else None,
-                                       retry_after=response.header("Retry-After") if response else None,
-                                       failed=response is None and not host.refused_reason)
-            if host.refused_reason:
-                return
-            status, body = (response.status, response.body) if response else (None, b"")
-            location = response.header("Location") if status in (301, 302, 303, 307, 308) else None
-            if not location:
-                break
-            try:
-                url = resolve(url, location)
-            except UrlRejected:
-                break
-        else:
-            status = 404  # more than max_redirects hops: RFC 9309 2.3.1.2 allows "unavailable"
-        now = self.clock()
-        host.robots = RobotsPolicy.from_fetch(status, body, self.cfg["robots.max_bytes"],
-                                              response.header("Content-Encoding") if response else None)
-        host.robots_fetched_at = now
-        host.robots_expires_at = now if host.robots.outcome == UNREACHABLE else now + self.cfg["robots.cache_ttl_s"]
+            self.output.url(host.rows.popleft(), st.NOT_ATTEMPTED, reason=reason)
 
     # ---------------------------------------------------------------- one page
-    async def _fetch_page(self, host: _Host, row: dict) -> None:
+    async def _fetch_page(self, host: HostQueue, row: dict) -> None:
         headers = {}
         if row.get("etag"):
             headers["If-None-Match"] = row["etag"]
@@ -347,19 +203,31 @@ class PartitionFetcher:
             headers["If-Modified-Since"] = row["last_modified"]
         fetched_at = self.clock()
         try:
-            response, location = await self._request(host, row["url"], "page", extra_headers=headers,
-                                                     max_bytes=self.cfg["http.max_body_bytes"], warc=True)
+            response, location = await self.requester.get(host, row["url"], PAGE, self.cfg["http.max_body_bytes"],
+                                                          extra_headers=headers)
         except RequestFailed as failure:
             host.politeness.finish(self.clock(), None, failed=not failure.refused)
             if failure.refused:
-                self._emit_url(row, st.REFUSED_ADDRESS, reason=failure.reason, fetched_at=fetched_at)
+                self.output.url(row, st.REFUSED_ADDRESS, reason=failure.reason, fetched_at=fetched_at)
+            elif not failure.sent:  # never reached the server: the host's trouble, not the URL's
+                self._note_failure(host)
+                self.output.url(row, st.HOST_DEFERRED, reason=failure.reason, fetched_at=fetched_at)
             else:
                 self._note_failure(host)
-                self._emit_url(row, st.NETWORK_ERROR, reason=failure.reason, fetched_at=fetched_at)
+                self.output.url(row, st.NETWORK_ERROR, reason=failure.reason, fetched_at=fetched_at)
             return
         status = response.status
         host.politeness.finish(self.clock(), status, retry_after=response.header("Retry-After"))
-        if status >= 500 or status == 429:
+        if status in BACKOFF_STATUSES:  # the host asks us to slow down: about the host, not the URL
+            self._note_failure(host)
+            if row["url"] not in host.requeued:
+                host.requeued.add(row["url"])  # once more, after the backoff, if the budget allows
+                host.rows.appendleft(row)
+                return
+            self.output.url(row, st.HOST_DEFERRED, http_status=status, reason=f"http_{status}",
+                            fetched_at=fetched_at)
+            return
+        if status >= 500:
             self._note_failure(host)
         else:
             host.failures_in_task = 0
@@ -369,108 +237,22 @@ class PartitionFetcher:
                 redirect_to = resolve(row["url"], response.header("Location"), self.cfg["limits.max_url_length"])
             except UrlRejected as rejected:
                 reason = f"redirect_rejected_{rejected.reason}"
-        self._emit_url(row, st.RESPONSE, http_status=status, fetched_at=fetched_at, reason=reason,
-                       content_type=response.header("Content-Type"),
-                       content_encoding=response.header("Content-Encoding"),
-                       etag=response.header("ETag"), last_modified=response.header("Last-Modified"),
-                       redirect_to=redirect_to, ip_address=response.ip_address, body_bytes=len(response.body),
-                       truncated=response.truncated, revisit_of=response.revisit_of,
-                       warc_filename=location.filename,
-                       warc_offset=location.offset, warc_length=location.length)
+        self.output.url(row, st.RESPONSE, http_status=status, fetched_at=fetched_at, reason=reason,
+                        content_type=response.header("Content-Type"),
+                        content_encoding=response.header("Content-Encoding"),
+                        etag=response.header("ETag"), last_modified=response.header("Last-Modified"),
+                        redirect_to=redirect_to, ip_address=response.ip_address, body_bytes=len(response.body),
+                        truncated=response.truncated, revisit_of=response.revisit_of,
+                        warc_filename=location.filename, warc_offset=location.offset, warc_length=location.length)
 
-    def _note_failure(self, host: _Host) -> None:
+    def _note_failure(self, host: HostQueue) -> None:
         host.failures_in_task += 1
         if host.failures_in_task >= self.cfg["fetcher.max_exceptions_per_host"] and not host.dropped:
             host.dropped = True
             log.warning("dropping %s for the rest of this task after %d failures", host.key, host.failures_in_task)
-
-    async def _request(self, host: _Host, url: str, purpose: str, extra_headers: Optional[dict] = None,
-                       max_bytes: int = 0, warc: bool = False) -> tuple[Response, Optional[RecordLocation]]:
-        """Send one GET (slot already granted), log it, optionally write it to WARC (off the loop)."""
-        started = self.clock()
-        response: Optional[Response] = None
-        error = None
-        try:
-            response = await self.transport.get(
-                url, {"Accept": ACCEPT, "Accept-Encoding": "gzip, deflate", **(extra_headers or {})}, max_bytes,
-                on_sent=lambda: host.politeness.sent(self.clock()))
-        except RequestFailed as failure:
-            if failure.refused:
-                raise  # nothing was sent: not a request, not logged
-            error = failure.reason
-        ended = self.clock()
-        self._request_seq += 1
-        size = len(response.body) if response else 0
-        self.out.append(("request", {
-            "request_id": f"{self._request_prefix}:{self._request_seq}", "segment_id": self.segment_id,
-            "host_key": host.key, "url": url, "purpose": purpose, "started_at": to_datetime(started),
-            "ended_at": to_datetime(ended), "http_status": response.status if response else None,
-            "bytes": size, "ip_address": response.ip_address if response else None,
-            "robots_decision": "n/a" if purpose == "robots" else "allowed", "error": error}))
-        self.progress.bytes += size
-        if response is None:
-            raise RequestFailed(error)
-        location = None
-        if warc:
-            split = urlsplit(url)
-            target = split.path + ("?" + split.query if split.query else "")
-            digest, revisit_of = self._identical_payload(url, started, response)
-            location = await asyncio.get_running_loop().run_in_executor(
-                self._writer_thread, self.warc.write_exchange, url, started, response.ip_address,
-                f"GET {target}", response.request_headers, response.http_version, response.status,
-                response.reason, response.headers, response.body, response.truncated, revisit_of, digest)
-            response.revisit_of = revisit_of[0] if revisit_of else None
-        return response, location
-
-    def _identical_payload(self, url: str, started: float,
-                           response: Response) -> tuple[Optional[str], Optional[tuple[str, str, str]]]:
-        """(payload digest, revisit_of): a 200 whose exact payload this task already stored becomes a
-        revisit record (stored once). The digest is handed to the WARC writer, which need not redo it."""
-        if response.status != 200 or response.truncated or not response.body:
-            return None, None
-        digest = payload_digest(response.body)
-        if digest in self._stored_payloads:
-            return digest, (*self._stored_payloads[digest], digest)
-        self._stored_payloads[digest] = (url, warc_date(started))
-        return digest, None
-
-    # ---------------------------------------------------------------- output rows
-    def _emit_url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,
-                  fetched_at: Optional[float] = None, **fields) -> None:
-        self.out.append(("url", {
-            "url": row["url"], "host_key": row["host_key"], "version": row["version"],
-            "lease_id": row["lease_id"], "depth": row.get("depth") or 0,
-            "redirect_hops": row.get("redirect_hops") or 0, "outcome": outcome, "reason": reason,
-            "http_status": http_status, "fetched_at": to_datetime(fetched_at or self.clock()),
-            "content_type": None,
-            "content_encoding": None, "etag": None, "last_modified": None, "redirect_to": None,
-            "ip_address": None, "body_bytes": None, "truncated": None, "revisit_of": None, "warc_filename": None,
-            "warc_offset": None, "warc_length": None, **fields}))
-        self.progress.done += 1
-        now = time.time()
-        if now - self.progress.last_report >= PROGRESS_EVERY_S:
-            self.progress.last_report = now
-            elapsed = max(1e-9, now - self.progress.started)
-            log.info("fetch task %d: %d/%d URLs, %.1f pages/s, %d bytes", self.partition_id,
-                     self.progress.done, self.progress.total, self.progress.done / elapsed, self.progress.bytes)
-
-    def _emit_host(self, host: _Host) -> None:
-        p = host.politeness
-        robots = host.robots
-        self.out.append(("host", {
-            "host_key": host.key, "robots_status": robots.outcome if robots else None,
-            "robots_body": robots.body if robots else None,
-            "robots_fetched_at": to_datetime(host.robots_fetched_at),
-            "robots_expires_at": to_datetime(host.robots_expires_at),
-            "crawl_delay_s": robots.crawl_delay(self.agent) if robots else None,
-            "next_allowed_at": to_datetime(p.next_allowed_at or None),
-            "backoff_until": to_datetime(p.backoff_until or None),
-            "consecutive_failures": p.consecutive_failures, "deferred_reason": host.deferred_reason,
-            "sitemaps": robots.sitemaps() if robots else []}))
 
 
 def fetch_partition(rows: Iterable[dict], cfg, segment_id: str, partition_id: int, warc_dir: str,
                     attempt: int = 0) -> Iterator[tuple[str, dict]]:
     """mapPartitions entry point: fetch every row's URL (or say why not) and yield the outputs."""
     yield from PartitionFetcher(cfg, segment_id, partition_id, warc_dir, attempt).run(rows)
-

@@ -3,8 +3,9 @@
 Pure state machine over wall-clock seconds (the caller passes `now`), so the fetcher drives it with
 real time and tests drive it with a virtual clock. Rules: request starts to one host are at least
 `delay_s` apart (max of Crawl-delay and the configured default: a smaller Crawl-delay never shortens
-the default); at most `max_concurrency` in flight; 429/503 honour Retry-After (seconds or HTTP date)
-else exponential backoff with jitter; repeated failures back the host off; every wait is capped.
+the default); at most `max_concurrency` in flight; 429/503 honour Retry-After (seconds or HTTP date,
+up to `max_retry_after_s`) else exponential backoff with jitter (up to `backoff_max_s`); repeated
+failures back the host off.
 """
 from __future__ import annotations
 
@@ -40,11 +41,13 @@ class HostPoliteness:
     margin_s: float = 0.0      # added to every gap, so timer and network jitter never shorten one
     backoff_base_s: float = 10.0
     backoff_max_s: float = 3600.0
+    max_retry_after_s: float = 86400.0
     next_allowed_at: float = 0.0
     backoff_until: float = 0.0
     consecutive_failures: int = 0
     in_flight: int = 0
     last_start_at: Optional[float] = None
+    _before_start: tuple = field(default=(0.0, None), repr=False)
     rng: random.Random = field(default_factory=random.Random, repr=False)
 
     @classmethod
@@ -61,6 +64,7 @@ class HostPoliteness:
                    max_concurrency=min(cap, policy_max_concurrency or cap),
                    backoff_base_s=cfg["politeness.backoff_base_s"],
                    backoff_max_s=cfg["politeness.backoff_max_s"],
+                   max_retry_after_s=cfg["politeness.max_retry_after_s"],
                    next_allowed_at=next_allowed_at or 0.0, backoff_until=backoff_until or 0.0,
                    consecutive_failures=consecutive_failures or 0, rng=rng or random.Random())
 
@@ -78,9 +82,16 @@ class HostPoliteness:
         """Take a slot; the caller has checked `wait_s(now) == 0`."""
         if self.in_flight >= self.max_concurrency or now < self.ready_at():
             raise RuntimeError("politeness violation: slot taken before it was granted")
+        self._before_start = (self.next_allowed_at, self.last_start_at)
         self.in_flight += 1
         self.last_start_at = now
         self.next_allowed_at = now + self.delay_s + self.margin_s
+
+    def cancel_start(self) -> None:
+        """Give back the slot `start` just granted, before anything was sent (robots.txt expired
+        while the slot was awaited and must be renewed first)."""
+        self.in_flight = max(0, self.in_flight - 1)
+        self.next_allowed_at, self.last_start_at = self._before_start
 
     def sent(self, now: float) -> None:
         """The request granted at `start` left later (connect, event-loop lag): the next start waits a
@@ -102,9 +113,8 @@ class HostPoliteness:
         if http_status in BACKOFF_STATUSES:
             self.consecutive_failures += 1
             wait = parse_retry_after(retry_after, now)
-            if wait is None:
-                wait = self._exponential()
-            self.backoff_until = max(self.backoff_until, now + min(wait, self.backoff_max_s))
+            wait = self._exponential() if wait is None else min(wait, self.max_retry_after_s)
+            self.backoff_until = max(self.backoff_until, now + wait)
         elif failed or (http_status is not None and http_status >= 500):
             self.consecutive_failures += 1
             if self.consecutive_failures >= 2:
@@ -114,6 +124,11 @@ class HostPoliteness:
 
     def pause(self, now: float, seconds: float) -> None:
         self.backoff_until = max(self.backoff_until, now + min(seconds, self.backoff_max_s))
+
+    def defer_until(self, when: float) -> None:
+        """No request before `when` (a host whose robots.txt asks more than we grant, until it is due
+        again): generate skips a host in backoff, so it takes no fetch-list slot meanwhile."""
+        self.backoff_until = max(self.backoff_until, when)
 
     def _exponential(self) -> float:
         exponent = max(0, self.consecutive_failures - 1)

@@ -20,7 +20,8 @@ warc_filename string, warc_offset long, warc_length long
 
 HOST_STATE = """
 host_key string, robots_status string, robots_body string,
-robots_fetched_at timestamp_ntz, robots_expires_at timestamp_ntz, crawl_delay_s double,
+robots_fetched_at timestamp_ntz, robots_expires_at timestamp_ntz, robots_capture_id string,
+robots_redirect_host string, crawl_delay_s double,
 next_allowed_at timestamp_ntz, backoff_until timestamp_ntz, consecutive_failures int,
 deferred_reason string, sitemaps array<string>, lease_id string, lease_expires_at timestamp_ntz,
 updated_by_segment string,
@@ -38,7 +39,8 @@ warc_filename string, warc_offset long, warc_length long
 
 HOST_RESULT = """
 host_key string, robots_status string, robots_body string,
-robots_fetched_at timestamp_ntz, robots_expires_at timestamp_ntz, crawl_delay_s double,
+robots_fetched_at timestamp_ntz, robots_expires_at timestamp_ntz, robots_capture_id string,
+robots_redirect_host string, crawl_delay_s double,
 next_allowed_at timestamp_ntz, backoff_until timestamp_ntz, consecutive_failures int,
 deferred_reason string, sitemaps array<string>
 """
@@ -46,7 +48,8 @@ deferred_reason string, sitemaps array<string>
 REQUEST_LOG = """
 request_id string, segment_id string, host_key string, url string, purpose string,
 started_at timestamp_ntz, ended_at timestamp_ntz, http_status int, bytes long,
-ip_address string, robots_decision string, error string
+ip_address string, robots_decision string, error string,
+robots_capture_id string, robots_fetched_at timestamp_ntz
 """
 
 PARSE_RESULT = """

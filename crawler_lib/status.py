@@ -19,8 +19,11 @@ DENIED_BY_ROBOTS = "robots_denied"
 REFUSED_ADDRESS = "blocked"      # SSRF guard refused the resolved address
 NOT_ATTEMPTED = "not_attempted"  # no request sent (time budget, host backoff/dropped/deferred)
 EXCLUDED = "excluded"            # matches exclusions.patterns (e.g. a takedown): never requested
+HOST_DEFERRED = "host_deferred"  # the host answered 429/503 or could not be connected to: a host
+                                 # backoff, and the URL back to the pool with its retry budget untouched
 
-FETCH_OUTCOMES = (RESPONSE, NETWORK_ERROR, DENIED_BY_ROBOTS, REFUSED_ADDRESS, NOT_ATTEMPTED, EXCLUDED)
+FETCH_OUTCOMES = (RESPONSE, NETWORK_ERROR, DENIED_BY_ROBOTS, REFUSED_ADDRESS, NOT_ATTEMPTED, EXCLUDED,
+                  HOST_DEFERRED)
 
 # Sources of a URL
 SEED, LINK, REDIRECT_SOURCE, SITEMAP, OPERATOR = "seed", "link", "redirect", "sitemap", "operator"

@@ -64,6 +64,7 @@ class RecordLocation:
     filename: str
     offset: int
     length: int
+    record_id: str = ""  # WARC-Record-ID of the response (or revisit) record
 
 
 def warc_date(epoch: float) -> str:
@@ -139,9 +140,11 @@ class WarcFileWriter:
         else:
             response = writer.create_warc_record(url, "response", payload=io.BytesIO(body), length=len(body),
                                                  http_headers=http_headers, warc_headers_dict=response_extra)
-        location = self._write(response)
+        record_id = response.rec_headers.get_header("WARC-Record-ID")
+        written = self._write(response)
+        location = RecordLocation(written.filename, written.offset, written.length, record_id)
         request_extra = dict(common)
-        request_extra["WARC-Concurrent-To"] = response.rec_headers.get_header("WARC-Record-ID")
+        request_extra["WARC-Concurrent-To"] = record_id
         method, _, target = request_line.partition(" ")
         request_http = StatusAndHeaders(f"{method} {target}", request_headers, protocol="HTTP/1.1",
                                         is_http_request=True)

@@ -71,7 +71,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         # would be a second owner): its other hosts' URLs go back to the pool untouched.
         owned = ((F.col("lease_id") == segment_id) & (F.col("lease_expires_at") > F.lit(now).cast("timestamp_ntz")))
         rows = fetchlist.join(hostdb.select("host_key", *HOST_COLUMNS, *POLICY_COLUMNS, F.coalesce(owned, F.lit(False))
-                                            .alias("host_owned")), "host_key", "left")
+                                            .alias("host_owned"), F.col("lease_expires_at").alias("host_lease_expires_at")),
+                              "host_key", "left")
         partitions = max(1, fetchlist.agg(F.max("fetch_partition")).first()[0] + 1) if not fetchlist.isEmpty() else 1
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)

@@ -1,10 +1,11 @@
 """generate: lease due URLs into a new segment's fetch list, one host per fetch partition.
 
 Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
-in backoff. Ranked by priority (then depth, then age) and capped per host (generate.max_per_host,
+in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Ranked by priority (then depth, then age) and capped per host (generate.max_per_host,
 or the host's policy) and in total (generate.top_n); URLs matching exclusions.patterns or disallowed
 by the host's fresh cached robots.txt are marked (blocked / robots_denied) instead of leased.
-Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list,
+A host's fetch partition is a stable hash of its host key, or of its robots.txt host when its
+robots.txt redirects to another host (so one task owns both). Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list,
 then the URL leases (CrawlDB MERGE: version+1, lease_id = segment id, lease expiry: the commit
 point). A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb
 ignores (versions do not match) and host leases that expire; after it, leases expire and the URLs
@@ -65,11 +66,13 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
 
     segment_id = new_segment_id(now)
     partitions = fetch_partitions(spark, cfg)
-    candidates = selected.select(
+    # A host whose robots.txt redirects to another host is placed with that host (one owner for both).
+    placement = F.coalesce(F.col("robots_redirect_host"), F.col("host_key"))
+    candidates = selected.join(hostdb.select("host_key", "robots_redirect_host"), "host_key", "left").select(
         "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
         "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
         "last_modified",
-        F.pmod(F.xxhash64("host_key"), F.lit(partitions)).cast("int").alias("fetch_partition")
+        F.pmod(F.xxhash64(placement), F.lit(partitions)).cast("int").alias("fetch_partition")
     ).localCheckpoint()  # freeze the selection: every step below must see the same rows
     candidates, refused = _screen(spark, cfg, crawl, candidates, hostdb, now)
     denied, excluded = refused.get(st.ROBOTS_DENIED, 0), refused.get(st.BLOCKED, 0)

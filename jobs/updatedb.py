@@ -26,8 +26,8 @@ from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
-ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "crawl_delay_s",
-                 "sitemaps")
+ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "robots_capture_id",
+                 "robots_redirect_host", "crawl_delay_s", "sitemaps")
 
 
 def _apply_task(cfg):

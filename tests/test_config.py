@@ -1,4 +1,5 @@
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -73,8 +74,15 @@ def test_every_default_key_is_read_by_the_code_and_vice_versa():
 def test_the_built_wheel_ships_conf_default_yaml(tmp_path):
     """What spark-submit --py-files and Databricks install is the wheel: it must carry the defaults
     byte for byte (crawler_lib/default.yaml is a symlink that the build has to follow)."""
+    source = tmp_path / "src"  # a copy, symlinks kept: the build writes build/ beside its sources
+    for name in ("setup.cfg", "pyproject.toml", "README.md"):
+        source.mkdir(exist_ok=True)
+        shutil.copy(ROOT / name, source / name)
+    for name in ("crawler_lib", "jobs", "conf"):
+        shutil.copytree(ROOT / name, source / name, symlinks=True,
+                        ignore=shutil.ignore_patterns("__pycache__", "*.egg-info"))
     subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "--no-build-isolation",
-                    "-w", str(tmp_path), str(ROOT)], check=True, capture_output=True, timeout=300)
+                    "-w", str(tmp_path), str(source)], check=True, capture_output=True, timeout=300)
     (wheel,) = tmp_path.glob("sparkcrawler-*.whl")
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("crawler_lib/default.yaml")

@@ -2,7 +2,7 @@
 import socket
 import time
 from collections import defaultdict
-from datetime import datetime
+from datetime import datetime, timezone
 
 import pytest
 
@@ -168,3 +168,100 @@ def test_host_asking_too_long_a_crawl_delay_is_deferred_and_reported(cfg, tmp_pa
         assert [e["path"] for e in web.log] == ["/robots.txt"]
     assert {(r["outcome"], r["reason"]) for r in out["url"]} == {(st.NOT_ATTEMPTED, "crawl_delay_too_long:100")}
     assert out["host"][0]["deferred_reason"] == "crawl_delay_too_long:100"
+
+
+def test_gzipped_robots_txt_is_obeyed(cfg, tmp_path):
+    from crawler_lib.testweb.server import TestWeb
+
+    with TestWeb(hosts=1, pages_per_host=2, profiles={0: {"gzip_robots": True, "crawl_delay": 0.5}}) as web:
+        host = web.host_keys[0]
+        out = run(cfg, rows_for([host + "/private/secret", host + "/", host + "/page/1"]), tmp_path)
+        log = sorted(web.log, key=lambda e: e["start"])
+    assert "/private/secret" not in [e["path"] for e in log]
+    assert {r["url"]: r["outcome"] for r in out["url"]}[host + "/private/secret"] == st.DENIED_BY_ROBOTS
+    assert_polite(log, 0.5)  # the Crawl-delay of the compressed file holds from the first page on
+    assert out["host"][0]["crawl_delay_s"] == 0.5 and out["host"][0]["sitemaps"] == [host + "/sitemap.xml"]
+
+
+def test_robots_capture_is_archived_and_named_by_every_page_request(cfg, test_web, tmp_path):
+    from warcio.archiveiterator import ArchiveIterator
+
+    host = test_web.host_keys[0]
+    out = run(cfg, rows_for([host + "/", host + "/page/1"]), tmp_path)
+    capture_id = out["host"][0]["robots_capture_id"]
+    records = {}
+    for path in (tmp_path / "warc").glob("*.warc.gz"):
+        with open(path, "rb") as handle:
+            for record in ArchiveIterator(handle):
+                records[record.rec_headers.get_header("WARC-Record-ID")] = record.rec_headers.get_header(
+                    "WARC-Target-URI")
+    assert records[capture_id] == host + "/robots.txt"
+    pages = [r for r in out["request"] if r["purpose"] == "page"]
+    assert len(pages) == 2 and {r["robots_capture_id"] for r in pages} == {capture_id}
+    assert all(r["robots_fetched_at"] is not None and r["robots_decision"] == "allowed" for r in pages)
+
+
+def test_expired_robots_rules_are_fetched_again_before_the_next_page(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    short = cfg.with_overrides(robots__cache_ttl_s=1)
+    out = run(short, rows_for([f"{host}/page/{i}" for i in range(5)] + [host + "/"]), tmp_path)
+    log = sorted(test_web.log, key=lambda e: e["start"])
+    robots_starts = [e["start"] for e in log if e["path"] == "/robots.txt"]
+    assert len(robots_starts) >= 2
+    for entry in log:  # every page started within cache_ttl_s of the latest robots.txt before it
+        if entry["path"] != "/robots.txt":
+            latest = max(t for t in robots_starts if t <= entry["start"])
+            assert entry["start"] - latest <= 1 + 0.1
+    assert_polite(log, cfg["politeness.default_delay_s"])  # robots.txt requests obey the delay too
+    assert len({r["robots_capture_id"] for r in out["request"] if r["purpose"] == "page"}) >= 2
+
+
+def test_robots_redirect_to_another_host_never_gives_it_a_second_owner(cfg, tmp_path):
+    from crawler_lib.testweb.server import TestWeb
+
+    profiles = {0: {"robots_redirect_to": 2}, 1: {"robots_redirect_to": 2}}
+    with TestWeb(hosts=3, pages_per_host=2, profiles=profiles) as web:
+        target = web.host_keys[2]
+        urls = [web.host_keys[0] + "/private/secret", web.host_keys[1] + "/private/secret",
+                web.host_keys[0] + "/", web.host_keys[1] + "/"]
+        first = run(cfg, rows_for(urls), tmp_path / "first")  # not placed with the target: not asked
+        assert [e for e in web.log if e["host_key"] == target] == []
+        assert {r["reason"] for r in first["url"]} == {"robots_redirect_elsewhere"}
+        assert {h["robots_redirect_host"] for h in first["host"]} == {target}
+        web.log.clear()
+        placed = run(cfg, rows_for(urls, robots_redirect_host=target), tmp_path / "placed")
+        target_log = [e for e in web.log if e["host_key"] == target]
+    assert [e["path"] for e in target_log] == ["/robots.txt"]  # one request for both redirecting hosts
+    assert not [e for e in web.log if e["path"] == "/private/secret"]
+    assert {r["outcome"] for r in placed["url"] if r["url"].endswith("/secret")} == {st.DENIED_BY_ROBOTS}
+
+
+def test_a_fetch_never_outlives_the_host_lease(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    lease = cfg.with_overrides(fetcher__lease_margin_s=10.0)
+    last_start = time.time() + 0.7  # the lease leaves 0.7 s for request starts, then the margin
+    expires = datetime.fromtimestamp(last_start + 10.0, timezone.utc).replace(tzinfo=None)
+    out = run(lease, rows_for([f"{host}/page/{i}" for i in range(5)], host_lease_expires_at=expires), tmp_path)
+    assert test_web.log and max(e["start"] for e in test_web.log) <= last_start
+    not_attempted = [r for r in out["url"] if r["outcome"] == st.NOT_ATTEMPTED]
+    assert len(not_attempted) == 5 + 1 - len(test_web.log) >= 1
+    assert {r["reason"] for r in not_attempted} == {"time_limit"}
+
+
+def test_429_is_a_host_backoff_and_the_url_keeps_its_retry_budget(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    out = run(cfg.with_overrides(fetcher__time_limit_s=10.0), rows_for([host + "/busy", host + "/"]), tmp_path)
+    busy = [e for e in sorted(test_web.log, key=lambda e: e["start"]) if e["path"] == "/busy"]
+    assert len(busy) == 2 and busy[1]["start"] - busy[0]["end"] >= 2.0 - 0.01  # once more, after Retry-After
+    result = {r["url"]: r for r in out["url"]}[host + "/busy"]
+    assert (result["outcome"], result["http_status"], result["reason"]) == (st.HOST_DEFERRED, 429, "http_429")
+    assert out["host"][0]["backoff_until"] is not None
+
+
+def test_host_deferred_for_its_crawl_delay_stays_in_backoff_until_robots_is_due(cfg, tmp_path):
+    from crawler_lib.testweb.server import TestWeb
+
+    with TestWeb(hosts=1, pages_per_host=1, profiles={0: {"crawl_delay": 100}}) as web:
+        out = run(cfg.with_overrides(politeness__max_crawl_delay_s=5.0), rows_for([web.host_keys[0] + "/"]), tmp_path)
+    host = out["host"][0]
+    assert host["backoff_until"] == host["robots_expires_at"]

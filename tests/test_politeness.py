@@ -47,11 +47,31 @@ def test_retry_after_seconds_and_date():
     assert parse_retry_after("soon", 0.0) is None
 
 
-def test_retry_after_is_capped():
+def test_retry_after_is_honoured_beyond_the_backoff_cap_up_to_its_own():
+    h = host()  # backoff_max_s=100: a host asking for a day is not retried every 100 s
+    h.start(0.0)
+    h.finish(0.0, 503, retry_after="7200")
+    assert h.ready_at() == pytest.approx(7200.0)
+    h.finish(0.0, 503, retry_after="999999")
+    assert h.ready_at() == pytest.approx(86400.0)          # max_retry_after_s
+    capped = host(max_retry_after_s=600.0)
+    capped.finish(0.0, 429, retry_after="3600")
+    assert capped.ready_at() == pytest.approx(600.0)
+
+
+def test_a_deferred_host_waits_until_the_given_time_whatever_the_backoff_cap():
+    h = host()
+    h.defer_until(21600.0)
+    assert h.wait_s(0.0) == pytest.approx(21600.0)
+
+
+def test_a_cancelled_start_gives_the_slot_back_unchanged():
     h = host()
     h.start(0.0)
-    h.finish(0.0, 503, retry_after="999999")
-    assert h.ready_at() == pytest.approx(100.0)
+    h.finish(0.1, 200)
+    h.start(2.0)
+    h.cancel_start()
+    assert (h.in_flight, h.next_allowed_at, h.last_start_at) == (0, pytest.approx(2.0), 0.0)
 
 
 def test_exponential_backoff_with_jitter_grows_and_success_resets():
@@ -81,7 +101,8 @@ def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
 
 
 CFG = {"politeness.default_delay_s": 1.0, "politeness.max_concurrency_per_host": 2,
-       "politeness.backoff_base_s": 10.0, "politeness.backoff_max_s": 100.0, "politeness.jitter_margin_s": 0.005}
+       "politeness.backoff_base_s": 10.0, "politeness.backoff_max_s": 100.0, "politeness.jitter_margin_s": 0.005,
+       "politeness.max_retry_after_s": 86400.0}
 
 
 def test_every_gap_carries_the_jitter_margin():

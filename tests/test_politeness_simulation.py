@@ -15,7 +15,8 @@ from email.utils import formatdate, parsedate_to_datetime
 import pytest
 
 from crawler_lib import status as st
-from crawler_lib.fetcher import PartitionFetcher, Response
+from crawler_lib.fetcher import PartitionFetcher
+from crawler_lib.transport import Response
 from tests.virtual_time import InlineExecutor, VirtualTimeLoop
 
 EPOCH = 1_800_000_000.0

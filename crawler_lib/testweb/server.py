@@ -9,6 +9,7 @@ after `lifetime_s`, so no test or demo can leave it running.
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
 import json
 import random
@@ -63,7 +64,9 @@ class TestWeb:
     # Per-host behaviour by host index: {"hostile": True} (serves HOSTILE_PATHS),
     # {"crawl_delay": 0.5} (robots.txt Crawl-delay), {"robots_redirects": 2} (robots.txt redirects twice),
     # {"robots_status": 503} (robots.txt answers that status), {"throttle_every": 3, "retry_after": 2}
-    # (every third page request answers 429 with that Retry-After).
+    # (every third page request answers 429 with that Retry-After), {"gzip_robots": True} (robots.txt
+    # sent with Content-Encoding: gzip, as nginx and Apache do), {"robots_redirect_to": 2} (robots.txt
+    # redirects to host 2's robots.txt).
     profiles: dict = field(default_factory=dict)
     sites: list[Site] = field(default_factory=list)
     log: list[dict] = field(default_factory=list)
@@ -218,6 +221,12 @@ class TestWeb:
         if path == "/robots.txt":
             if profile.get("robots_status"):
                 return web.Response(status=profile["robots_status"], text="robots.txt is failing")
+            if "robots_redirect_to" in profile:
+                return web.Response(status=301, headers={
+                    "Location": self.host_key(profile["robots_redirect_to"]) + "/robots.txt"})
+            if profile.get("gzip_robots"):
+                return web.Response(body=gzip.compress(self.robots_for(site.index).encode()),
+                                    headers={"Content-Type": "text/plain", "Content-Encoding": "gzip"})
             return web.Response(text=self.robots_for(site.index), content_type="text/plain")
         site.page_requests += 1
         if profile.get("throttle_every") and site.page_requests % profile["throttle_every"] == 0:

@@ -1,0 +1,129 @@
+"""One HTTP exchange of a fetch task, and the task's output rows.
+
+`Requester.get` sends one GET for a slot the gate already granted, writes the request to the audit
+log (every request sent, robots.txt included, each page request naming the robots.txt capture whose
+rules allowed it) and archives the exchange. `FetchOutput` holds the rows a task yields: "url" (one
+per input URL, always), "host" (one per host) and "request" (one per request sent), and reports
+progress.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Optional
+
+from crawler_lib.archive import Archiver
+from crawler_lib.hostqueue import HostQueue
+from crawler_lib.schema import to_datetime
+from crawler_lib.transport import DEFAULT_HEADERS, RequestFailed, Response
+from crawler_lib.warc import RecordLocation
+
+log = logging.getLogger("crawler.fetcher")
+PROGRESS_EVERY_S = 30.0
+PAGE, ROBOTS = "page", "robots"
+
+
+@dataclass
+class _Progress:
+    total: int
+    done: int = 0
+    bytes: int = 0
+    started: float = field(default_factory=time.time)
+    last_report: float = field(default_factory=time.time)
+
+
+class FetchOutput:
+    def __init__(self, partition_id: int, total_urls: int, clock: Callable[[], float]):
+        self.partition_id = partition_id
+        self.clock = clock
+        self.rows: list[tuple[str, dict]] = []
+        self.progress = _Progress(total=total_urls)
+
+    def url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,
+            fetched_at: Optional[float] = None, **fields) -> None:
+        self.rows.append(("url", {
+            "url": row["url"], "host_key": row["host_key"], "version": row["version"],
+            "lease_id": row["lease_id"], "depth": row.get("depth") or 0,
+            "redirect_hops": row.get("redirect_hops") or 0, "outcome": outcome, "reason": reason,
+            "http_status": http_status, "fetched_at": to_datetime(fetched_at or self.clock()),
+            "content_type": None, "content_encoding": None, "etag": None, "last_modified": None,
+            "redirect_to": None, "ip_address": None, "body_bytes": None, "truncated": None, "revisit_of": None,
+            "warc_filename": None, "warc_offset": None, "warc_length": None, **fields}))
+        self._report_progress()
+
+    def host(self, host: HostQueue, agent: str) -> None:
+        p, robots = host.politeness, host.robots
+        self.rows.append(("host", {
+            "host_key": host.key, "robots_status": robots.outcome if robots else None,
+            "robots_body": robots.body if robots else None,
+            "robots_fetched_at": to_datetime(host.robots_fetched_at),
+            "robots_expires_at": to_datetime(host.robots_expires_at),
+            "robots_capture_id": host.robots_capture_id, "robots_redirect_host": host.robots_redirect_host,
+            "crawl_delay_s": robots.crawl_delay(agent) if robots else None,
+            "next_allowed_at": to_datetime(p.next_allowed_at or None),
+            "backoff_until": to_datetime(p.backoff_until or None),
+            "consecutive_failures": p.consecutive_failures, "deferred_reason": host.deferred_reason,
+            "sitemaps": robots.sitemaps() if robots else []}))
+
+    def request(self, entry: dict) -> None:
+        self.rows.append(("request", entry))
+        self.progress.bytes += entry["bytes"] or 0
+
+    def _report_progress(self) -> None:
+        progress = self.progress
+        progress.done += 1
+        now = time.time()
+        if now - progress.last_report >= PROGRESS_EVERY_S:
+            progress.last_report = now
+            elapsed = max(1e-9, now - progress.started)
+            log.info("fetch task %d: %d/%d URLs, %.1f pages/s, %d bytes", self.partition_id,
+                     progress.done, progress.total, progress.done / elapsed, progress.bytes)
+
+
+class Requester:
+    def __init__(self, transport, archiver: Archiver, output: FetchOutput, clock: Callable[[], float],
+                 segment_id: str, request_prefix: str):
+        self.transport = transport
+        self.archiver = archiver
+        self.output = output
+        self.clock = clock
+        self.segment_id = segment_id
+        self.request_prefix = request_prefix
+        self._sequence = 0
+
+    async def get(self, host: HostQueue, url: str, purpose: str, max_bytes: int,
+                  extra_headers: Optional[dict] = None) -> tuple[Response, RecordLocation]:
+        """Send one GET (slot already granted), log it and archive it; RequestFailed if no response
+        came (`sent` tells whether the request reached the server; `refused`: the SSRF guard)."""
+        started = self.clock()
+        sent = False
+
+        def on_sent() -> None:
+            nonlocal sent
+            sent = True
+            host.politeness.sent(self.clock())
+
+        response: Optional[Response] = None
+        error = None
+        try:
+            response = await self.transport.get(url, {**DEFAULT_HEADERS, **(extra_headers or {})}, max_bytes,
+                                                on_sent=on_sent)
+        except RequestFailed as failure:
+            if failure.refused:
+                raise  # nothing was sent: not a request, not logged
+            error = failure.reason
+        self._sequence += 1
+        robots_in_force = purpose == PAGE
+        self.output.request({
+            "request_id": f"{self.request_prefix}:{self._sequence}", "segment_id": self.segment_id,
+            "host_key": host.key, "url": url, "purpose": purpose, "started_at": to_datetime(started),
+            "ended_at": to_datetime(self.clock()), "http_status": response.status if response else None,
+            "bytes": len(response.body) if response else 0, "ip_address": response.ip_address if response else None,
+            "robots_decision": "allowed" if robots_in_force else "n/a", "error": error,
+            "robots_capture_id": host.robots_capture_id if robots_in_force else None,
+            "robots_fetched_at": to_datetime(host.robots_fetched_at) if robots_in_force else None})
+        if response is None:
+            raise RequestFailed(error, sent=sent)
+        location = await self.archiver.archive(url, started, response, dedup=purpose == PAGE)
+        return response, location

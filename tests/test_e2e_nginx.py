@@ -1,0 +1,141 @@
+"""End to end against a real nginx (Debian's package), configured as a stock server is: gzip on for
+text/plain, text/html and XML (so robots.txt and sitemaps arrive compressed) and `limit_req` per server
+as a witness. Sites: a docs site (Disallow, Sitemap with an orphan page), a site with a Crawl-delay, a
+site answering 429 with Retry-After on one path, and a site whose robots.txt redirects to the docs
+site's. Three crawl cycles; nginx's own access log is the witness."""
+from __future__ import annotations
+
+from collections import defaultdict
+
+import pytest
+
+from crawler_lib.config import Config
+from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.tables import read
+from jobs import crawl as crawl_job
+from jobs import stats as stats_job
+from tests.conftest import TEST_SETTINGS
+from tests.nginx_server import NGINX, Nginx, Site, free_port
+
+pytestmark = [pytest.mark.spark, pytest.mark.e2e,
+              pytest.mark.skipif(NGINX is None, reason="nginx is not installed (Debian package: nginx)")]
+DELAY_S, CRAWL_DELAY_S, RETRY_AFTER_S = 0.5, 1.5, 2
+PAGES = [f"/doc/{n}.html" for n in range(4)]
+
+
+def page(title: str, links: list[str]) -> bytes:
+    anchors = " ".join(f'<a href="{href}">{href}</a>' for href in links)
+    text = " ".join(f"{title} words {i}" for i in range(200))  # long enough for nginx to gzip
+    return f"<!doctype html><html><head><title>{title}</title></head><body><p>{text}</p>{anchors}</body></html>".encode()
+
+
+def site(address: str, robots: bytes, delay_s: float, extra_links=(), extra: str = "", files=None) -> Site:
+    links = PAGES + ["/private/secret.html", *extra_links]
+    content = {"/index.html": page(address, links), "/private/secret.html": page("secret", []),
+               **{p: page(f"{address}{p}", ["/", *PAGES]) for p in PAGES}, **(files or {})}
+    if robots:
+        content["/robots.txt"] = robots
+    return Site(address, content, round(60 / delay_s), extra)
+
+
+@pytest.fixture(scope="module")
+def crawled(spark, tmp_path_factory):
+    root = tmp_path_factory.mktemp("nginx")
+    names = {"docs": "127.0.0.2", "delayed": "127.0.0.3", "throttled": "127.0.0.4", "redirected": "127.0.0.5"}
+    port = free_port()
+    docs = f"http://{names['docs']}:{port}"
+    sitemap = ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+               + "".join(f"<url><loc>{docs}{p}</loc></url>" for p in PAGES + ["/orphan.html"]) + "</urlset>")
+    docs_robots = (f"User-agent: *\nDisallow: /private/\nSitemap: {docs}/sitemap.xml\n"
+                   + "# padding, so that nginx compresses this file\n" * 4)
+    sites = [
+        site(names["docs"], docs_robots.encode(), DELAY_S,
+             files={"/sitemap.xml": sitemap.encode(), "/orphan.html": page("orphan", [])}),
+        site(names["delayed"], f"User-agent: *\nDisallow: /private/\nCrawl-delay: {CRAWL_DELAY_S}\n".encode(),
+             CRAWL_DELAY_S),
+        site(names["throttled"], b"User-agent: *\nDisallow: /private/\n", DELAY_S, extra_links=["/slow-down"],
+             extra=f"location = /slow-down {{ add_header Retry-After {RETRY_AFTER_S} always; return 429; }}"),
+        site(names["redirected"], b"", DELAY_S, extra=f"location = /robots.txt {{ return 301 {docs}/robots.txt; }}"),
+    ]
+    with Nginx(root / "nginx", sites, port) as server:
+        cfg = Config.load(overrides={**TEST_SETTINGS, "politeness.default_delay_s": DELAY_S})
+        seeds = root / "seeds.txt"
+        seeds.write_text("".join(server.url(s) + "\n" for s in sites))
+        crawl_dir = str(root / "crawl")
+        crawl_job.run(spark, cfg, crawl_dir, 3, seeds=[str(seeds)], report=lambda line: None)
+        log = server.log()
+    yield {"server": server, "sites": sites, "log": log, "dir": crawl_dir, "cfg": cfg, "spark": spark,
+           "names": names}
+
+
+def by_address(log):
+    grouped = defaultdict(list)
+    for entry in log:
+        grouped[entry.address].append(entry)
+    return grouped
+
+
+def test_robots_txt_and_sitemap_really_came_compressed(crawled):
+    docs = crawled["names"]["docs"]
+    robots = [e for e in crawled["log"] if e.address == docs and e.path == "/robots.txt"]
+    assert robots and all(e.content_encoding == "gzip" for e in robots)
+    sitemap = [e for e in crawled["log"] if e.address == docs and e.path == "/sitemap.xml"]
+    assert sitemap and sitemap[0].content_encoding == "gzip"  # the Sitemap: line survived decoding
+
+
+def test_zero_requests_to_disallowed_paths(crawled):
+    assert [e for e in crawled["log"] if e.path.startswith("/private/")] == []
+
+
+def test_zero_gaps_below_the_delay_and_zero_limit_req_rejections(crawled):
+    names = crawled["names"]
+    violations = []
+    for address, entries in by_address(crawled["log"]).items():
+        required = CRAWL_DELAY_S if address == names["delayed"] else DELAY_S
+        violations += [(address, a.path, b.path, round(b.start - a.start, 4))
+                       for a, b in zip(entries, entries[1:]) if b.start - a.start < required]
+    assert violations == []
+    assert [e for e in crawled["log"] if e.limit_req == "REJECTED"] == []
+
+
+def test_robots_txt_first_on_every_host(crawled):
+    for address, entries in by_address(crawled["log"]).items():
+        assert entries[0].path == "/robots.txt", address
+
+
+def test_429_with_retry_after_is_waited_for(crawled):
+    entries = by_address(crawled["log"])[crawled["names"]["throttled"]]
+    throttled = [i for i, e in enumerate(entries) if e.path == "/slow-down"]
+    assert throttled and all(entries[i].status == 429 for i in throttled)
+    for i in throttled:
+        if i + 1 < len(entries):
+            assert entries[i + 1].start >= entries[i].end + RETRY_AFTER_S - 0.01
+
+
+def test_every_allowed_page_is_fetched(crawled):
+    fetched = {(e.address, e.path) for e in crawled["log"] if e.status in (200, 304)}
+    for s in crawled["sites"]:
+        for path in ["/", *PAGES]:
+            assert (s.address, path) in fetched, (s.address, path)
+    assert (crawled["names"]["docs"], "/orphan.html") in fetched  # known only from the gzipped sitemap
+
+
+def test_the_redirected_robots_txt_rules_apply_and_its_host_is_placed_with_the_target(crawled):
+    spark, names, server = crawled["spark"], crawled["names"], crawled["server"]
+    hostdb = {r.host_key: r for r in read(spark, CrawlDir(crawled["dir"]).hostdb).collect()}
+    redirected = hostdb[f"http://{names['redirected']}:{server.port}"]
+    assert redirected.robots_redirect_host == f"http://{names['docs']}:{server.port}"
+    assert redirected.robots_status == "ok" and "Disallow: /private/" in redirected.robots_body
+
+
+def test_fetchlog_names_the_robots_capture_of_every_page_request(crawled):
+    spark = crawled["spark"]
+    fetchlog = read(spark, CrawlDir(crawled["dir"]).fetchlog)
+    assert fetchlog.count() == len(crawled["log"])
+    pages = fetchlog.filter("purpose = 'page'").collect()
+    assert pages and all(r.robots_capture_id and r.robots_fetched_at for r in pages)
+
+
+def test_stats_reports_no_deferred_host(crawled):
+    stats = stats_job.run(crawled["spark"], crawled["cfg"], crawled["dir"])
+    assert stats["deferred_hosts"] == []
