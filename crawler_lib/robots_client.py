@@ -51,7 +51,7 @@ class RobotsClient:
         self.hosts = hosts
         self.segment_id = segment_id
         self._foreign: dict[str, HostQueue] = {}  # robots.txt hosts this task was placed with, no URLs
-        self._answers: dict[str, _Answer] = {}    # another host's robots.txt URL -> its answer, once per task
+        self._answers: dict[str, tuple[float, _Answer]] = {}  # another host's robots.txt URL -> (asked at, answer)
         self._locks: dict[str, asyncio.Lock] = {}
 
     async def ensure_fresh(self, host: HostQueue) -> Optional[str]:
@@ -100,12 +100,14 @@ class RobotsClient:
                              origin: HostQueue) -> tuple[Optional[_Answer], Optional[str]]:
         """Another host's robots.txt (a redirect target): asked once per task, whoever redirects there."""
         async with self._locks.setdefault(url, asyncio.Lock()):
-            if url not in self._answers:
+            cached = self._answers.get(url)
+            if cached is None or self.clock() - cached[0] >= self.cfg["robots.cache_ttl_s"]:
+                asked_at = self.clock()
                 answer, refusal = await self._request(target, url, first_hop=False, origin=origin)
                 if refusal is not None:
                     return None, refusal
-                self._answers[url] = answer
-            return self._answers[url], None
+                self._answers[url] = (asked_at, answer)
+            return self._answers[url][1], None
 
     def _owner_of(self, url: str, origin: HostQueue) -> Optional[HostQueue]:
         """The queue whose politeness grants a request to `url`; None if this task may not ask it."""
