@@ -67,10 +67,13 @@ class RobotsClient:
     async def _fetch(self, host: HostQueue) -> Optional[str]:
         url = host.key + "/robots.txt"
         answer: Optional[_Answer] = None
+        redirect_host = None
         for hop in range(self.cfg["robots.max_redirects"] + 1):
+            if redirect_host is None and host_key(url) != host.key:
+                redirect_host = host_key(url)  # generate places this host with it next time
+            host.robots_redirect_host = redirect_host
             target = self._owner_of(url, host)
             if target is None:
-                host.robots_redirect_host = host_key(url)
                 return "robots_redirect_elsewhere"
             if target is host:
                 answer, refusal = await self._request(host, url, first_hop=hop == 0, origin=host)

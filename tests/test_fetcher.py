@@ -234,6 +234,17 @@ def test_robots_redirect_to_another_host_never_gives_it_a_second_owner(cfg, tmp_
     assert [e["path"] for e in target_log] == ["/robots.txt"]  # one request for both redirecting hosts
     assert not [e for e in web.log if e["path"] == "/private/secret"]
     assert {r["outcome"] for r in placed["url"] if r["url"].endswith("/secret")} == {st.DENIED_BY_ROBOTS}
+    assert {h["host_key"]: h["robots_redirect_host"] for h in placed["host"]} == {
+        web.host_keys[0]: target, web.host_keys[1]: target}
+
+
+def test_a_robots_redirect_to_a_host_of_the_same_task_is_remembered_for_placement(cfg, tmp_path):
+    from crawler_lib.testweb.server import TestWeb
+
+    with TestWeb(hosts=2, pages_per_host=1, profiles={0: {"robots_redirect_to": 1}}) as web:
+        source, target = web.host_keys
+        out = run(cfg, rows_for([source + "/", target + "/"]), tmp_path)
+    assert {h["host_key"]: h["robots_redirect_host"] for h in out["host"]} == {source: target, target: None}
 
 
 def test_a_fetch_never_outlives_the_host_lease(cfg, test_web, tmp_path):
