@@ -5,9 +5,9 @@ Same rules as ours: robots.txt obeyed, one request in flight per host, DOWNLOAD_
 politeness.default_delay_s (not randomized), compression on; no WARC writing (Scrapy has none).
 With `crawl`, the URLs are host roots: Scrapy also reads each host's robots.txt sitemaps and
 follows every link (its duplicate filter keeps one request per URL), as our crawl does.
-The test web's hosts share 127.0.0.1 and differ by port; Scrapy keys its politeness slots by host
-name only, so every request names its `download_slot` as scheme://host:port, one slot per host as
-ours (robots.txt requests, made by Scrapy's middleware, keep the shared default slot).
+Each test-web host has its own loopback address and port; every request names its `download_slot`
+as scheme://host:port, one slot per host as ours (robots.txt requests, made by Scrapy's middleware,
+keep the shared default slot).
 """
 from __future__ import annotations
 

@@ -16,7 +16,7 @@ import yaml
 from crawler_lib import __version__
 
 # Keys whose value is a free-form mapping (sub-keys are not validated against the defaults).
-MAP_KEYS = frozenset({"spark.conf"})
+MAP_KEYS = frozenset({"spark.conf", "http.resolve"})
 
 
 class ConfigError(ValueError):
@@ -134,7 +134,9 @@ class Config(Mapping[str, Any]):
         for key in ("http.timeout_s", "politeness.default_delay_s", "generate.lease_s"):
             if self[key] <= 0:
                 raise ConfigError(f"config key {key}: must be > 0, got {self[key]}")
-        for key in ("politeness.max_concurrency_per_host", "fetcher.max_connections",
+        if self["politeness.ip_delay_s"] < 0:
+            raise ConfigError(f"config key politeness.ip_delay_s: must be >= 0, got {self['politeness.ip_delay_s']}")
+        for key in ("politeness.max_concurrency_per_host", "politeness.ip_max_concurrency", "fetcher.max_connections",
                     "generate.top_n", "generate.max_per_host", "http.max_body_bytes"):
             if self[key] < 1:
                 raise ConfigError(f"config key {key}: must be >= 1, got {self[key]}")
@@ -156,6 +158,11 @@ class Config(Mapping[str, Any]):
                 re.compile(pattern)
             except re.error as exc:
                 raise ConfigError(f"config key exclusions.patterns: bad regular expression {pattern!r}: {exc}") from None
+        for name, address in self["http.resolve"].items():
+            try:
+                ipaddress.ip_address(str(address))
+            except ValueError:
+                raise ConfigError(f"config key http.resolve: {name!r} must map to an IP address, got {address!r}") from None
         for cidr in self["security.allow_networks"]:
             try:
                 ipaddress.ip_network(cidr, strict=False)

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from typing import Callable, Optional
 
 from crawler_lib.archive import Archiver
-from crawler_lib.hostqueue import HostQueue
+from crawler_lib.hostqueue import HostQueue, SlotGate
+from crawler_lib.journal import FetchJournal
 from crawler_lib.schema import to_datetime
 from crawler_lib.transport import DEFAULT_HEADERS, RequestFailed, Response
 from crawler_lib.warc import RecordLocation
@@ -33,12 +34,31 @@ class _Progress:
     last_report: float = field(default_factory=time.time)
 
 
+def robots_fields(host: HostQueue, agent: str) -> dict:
+    """The host's robots.txt state as the HostDB keeps it."""
+    robots = host.robots
+    return {"robots_status": robots.outcome if robots else None, "robots_body": robots.body if robots else None,
+            "robots_fetched_at": to_datetime(host.robots_fetched_at),
+            "robots_expires_at": to_datetime(host.robots_expires_at),
+            "robots_capture_id": host.robots_capture_id, "robots_redirect_host": host.robots_redirect_host,
+            "crawl_delay_s": robots.crawl_delay(agent) if robots else None}
+
+
 class FetchOutput:
-    def __init__(self, partition_id: int, total_urls: int, clock: Callable[[], float]):
+    """The task's output rows; url outcomes and request rows are journalled as they are made."""
+
+    def __init__(self, partition_id: int, total_urls: int, clock: Callable[[], float], journal: FetchJournal):
         self.partition_id = partition_id
         self.clock = clock
+        self.journal = journal
         self.rows: list[tuple[str, dict]] = []
         self.progress = _Progress(total=total_urls)
+
+    def replayed(self, kind: str, row: dict) -> None:
+        """A row an earlier attempt made (already in its journal)."""
+        self.rows.append((kind, row))
+        if kind == "url":
+            self._report_progress()
 
     def url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,
             fetched_at: Optional[float] = None, **fields) -> None:
@@ -50,24 +70,22 @@ class FetchOutput:
             "content_type": None, "content_encoding": None, "etag": None, "last_modified": None,
             "redirect_to": None, "ip_address": None, "body_bytes": None, "truncated": None, "revisit_of": None,
             "warc_filename": None, "warc_offset": None, "warc_length": None, **fields}))
+        self.journal.url(self.rows[-1][1])
         self._report_progress()
 
     def host(self, host: HostQueue, agent: str) -> None:
         p, robots = host.politeness, host.robots
         self.rows.append(("host", {
-            "host_key": host.key, "robots_status": robots.outcome if robots else None,
-            "robots_body": robots.body if robots else None,
-            "robots_fetched_at": to_datetime(host.robots_fetched_at),
-            "robots_expires_at": to_datetime(host.robots_expires_at),
-            "robots_capture_id": host.robots_capture_id, "robots_redirect_host": host.robots_redirect_host,
-            "crawl_delay_s": robots.crawl_delay(agent) if robots else None,
+            "host_key": host.key, **robots_fields(host, agent),
             "next_allowed_at": to_datetime(p.next_allowed_at or None),
             "backoff_until": to_datetime(p.backoff_until or None),
             "consecutive_failures": p.consecutive_failures, "deferred_reason": host.deferred_reason,
+            "ip_address": host.address,
             "sitemaps": robots.sitemaps() if robots else []}))
 
     def request(self, entry: dict) -> None:
         self.rows.append(("request", entry))
+        self.journal.request(entry)
         self.progress.bytes += entry["bytes"] or 0
 
     def _report_progress(self) -> None:
@@ -83,8 +101,9 @@ class FetchOutput:
 
 class Requester:
     def __init__(self, transport, archiver: Archiver, output: FetchOutput, clock: Callable[[], float],
-                 segment_id: str, request_prefix: str):
+                 segment_id: str, request_prefix: str, gate: SlotGate):
         self.transport = transport
+        self.gate = gate
         self.archiver = archiver
         self.output = output
         self.clock = clock
@@ -98,11 +117,21 @@ class Requester:
         came (`sent` tells whether the request reached the server; `refused`: the SSRF guard)."""
         started = self.clock()
         sent = False
+        self._sequence += 1
+        robots_in_force = purpose == PAGE
+        entry = {
+            "request_id": f"{self.request_prefix}:{self._sequence}", "segment_id": self.segment_id,
+            "host_key": host.key, "url": url, "purpose": purpose, "started_at": to_datetime(started),
+            "ended_at": None, "http_status": None, "bytes": 0, "ip_address": None,
+            "robots_decision": "allowed" if robots_in_force else "n/a", "error": None,
+            "robots_capture_id": host.robots_capture_id if robots_in_force else None,
+            "robots_fetched_at": to_datetime(host.robots_fetched_at) if robots_in_force else None}
+        self.output.journal.intent(entry, host.address, started)  # before it leaves: a retry never repeats it
 
         def on_sent() -> None:
             nonlocal sent
             sent = True
-            host.politeness.sent(self.clock())
+            self.gate.sent(host, self.clock())
 
         response: Optional[Response] = None
         error = None
@@ -113,17 +142,10 @@ class Requester:
             if failure.refused:
                 raise  # nothing was sent: not a request, not logged
             error = failure.reason
-        self._sequence += 1
-        robots_in_force = purpose == PAGE
-        self.output.request({
-            "request_id": f"{self.request_prefix}:{self._sequence}", "segment_id": self.segment_id,
-            "host_key": host.key, "url": url, "purpose": purpose, "started_at": to_datetime(started),
-            "ended_at": to_datetime(self.clock()), "http_status": response.status if response else None,
-            "bytes": len(response.body) if response else 0, "ip_address": response.ip_address if response else None,
-            "robots_decision": "allowed" if robots_in_force else "n/a", "error": error,
-            "robots_capture_id": host.robots_capture_id if robots_in_force else None,
-            "robots_fetched_at": to_datetime(host.robots_fetched_at) if robots_in_force else None})
         if response is None:
+            self.output.request({**entry, "ended_at": to_datetime(self.clock()), "error": error})
             raise RequestFailed(error, sent=sent)
+        self.output.request({**entry, "ended_at": to_datetime(self.clock()), "http_status": response.status,
+                             "bytes": len(response.body), "ip_address": response.ip_address})
         location = await self.archiver.archive(url, started, response, dedup=purpose == PAGE)
         return response, location

@@ -35,6 +35,7 @@ from crawler_lib import status as st
 from crawler_lib.archive import Archiver
 from crawler_lib.exchange import PAGE, FetchOutput, Requester
 from crawler_lib.hostqueue import HostQueue, SlotGate
+from crawler_lib.journal import FetchJournal
 from crawler_lib.netguard import AddressGuard
 from crawler_lib.politeness import BACKOFF_STATUSES, HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
@@ -53,9 +54,10 @@ class PartitionFetcher:
     def __init__(self, cfg, segment_id: str, partition_id: int, warc_dir: str, attempt: int = 0,
                  clock: Callable[[], float] = time.time, transport=None,
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
-                 warc_executor: Optional[Executor] = None):
+                 warc_executor: Optional[Executor] = None, journal_dir: Optional[str] = None):
         """`clock`, `transport`, `loop_factory` and `warc_executor` are replaced by the virtual-time
-        simulation; by default WARC records are written by one thread beside the event loop."""
+        simulation; by default WARC records are written by one thread beside the event loop.
+        `journal_dir`: the segment's journal (None: no journal, as in unit tests)."""
         self.cfg = cfg
         self.segment_id = segment_id
         self.partition_id = partition_id
@@ -68,22 +70,32 @@ class PartitionFetcher:
         self.warc_executor = warc_executor
         self.token = uuid.uuid4().hex[:8]
         self.warc_dir = warc_dir
+        self.journal = FetchJournal(journal_dir and f"{journal_dir.rstrip('/')}/part-{partition_id:05d}",
+                                    f"{int(clock() * 1000):013d}-{attempt}-{self.token}")  # sorts by start
 
     # ---------------------------------------------------------------- entry point
     def run(self, rows: Iterable[dict]) -> list[tuple[str, dict]]:
         rows = sorted(rows, key=lambda r: (r["host_key"], -(r.get("priority") or 0.0), r["url"]))
         task_deadline = self.clock() + self.cfg["fetcher.time_limit_s"]
+        self.replay = self.journal.replay()
+        if not self.replay.empty:
+            log.info("fetch task %d: resuming an earlier attempt: %d URLs answered, %d answers lost, %d requests",
+                     self.partition_id, len(self.replay.outcomes), len(self.replay.lost), len(self.replay.requests))
+        self.output = FetchOutput(self.partition_id, len(rows), self.clock, self.journal)
+        for request in self.replay.requests:
+            self.output.replayed("request", request)
         self.hosts = {key: self._make_host(key, list(group), task_deadline)
                       for key, group in groupby(rows, key=lambda r: r["host_key"])}
-        self.output = FetchOutput(self.partition_id, len(rows), self.clock)
         writer_thread = self.warc_executor or ThreadPoolExecutor(max_workers=1, thread_name_prefix="warc-writer")
-        archiver = Archiver(WarcFileWriter(
+        self.archiver = Archiver(WarcFileWriter(
             self.warc_dir, f"{self.segment_id}-{self.partition_id:05d}-{self.token}", self.cfg["fetcher.warc_max_bytes"],
             {"isPartOf": self.segment_id, "http-header-user-agent": self.cfg.user_agent, "robots": "obey"},
-            self.cfg["fetcher.warc_gzip_level"]), writer_thread)
-        self.gate = SlotGate(self.clock, self.cfg["fetcher.max_connections"])
-        self.requester = Requester(self.transport, archiver, self.output, self.clock, self.segment_id,
-                                   f"{self.segment_id}:{self.partition_id}:{self.token}")
+            self.cfg["fetcher.warc_gzip_level"], flush_each_record=self.journal.appends), writer_thread)
+        self.writer_thread = writer_thread
+        self.gate = SlotGate.from_config(self.cfg, self.clock, self.transport.address_of, self.journal,
+                                         self.replay.address_starts)
+        self.requester = Requester(self.transport, self.archiver, self.output, self.clock, self.segment_id,
+                                   f"{self.segment_id}:{self.partition_id}:{self.token}", self.gate)
         self.robots = RobotsClient(self.cfg, self.gate, self.requester, self.clock, self.hosts, self.segment_id)
         loop = self.loop_factory()
         try:
@@ -91,11 +103,14 @@ class PartitionFetcher:
         finally:
             loop.close()
             writer_thread.shutdown(wait=True)
-            archiver.close()
+            self.archiver.close()
+            self.journal.close()
         return self.output.rows
 
     def _make_host(self, key: str, rows: list[dict], task_deadline: float) -> HostQueue:
-        first = rows[0]
+        """The host's queue, its state from the fetch list's HostDB columns, overlaid by what an
+        earlier attempt journalled; URLs that attempt answered are emitted again, not fetched."""
+        first = {**rows[0], **self.replay.hosts.get(key, {})}
         now = self.clock()
         robots = None
         if first.get("robots_status") and (to_epoch(first.get("robots_expires_at")) or 0) > now:
@@ -107,14 +122,27 @@ class PartitionFetcher:
             consecutive_failures=first.get("consecutive_failures") or 0,
             rng=random.Random(f"{self.segment_id}:{key}"),  # jitter differs per host, reproducibly
             policy_delay_s=first.get("policy_delay_s"), policy_max_concurrency=first.get("policy_max_concurrency"))
-        if self.attempt > 0:
-            # A retried Spark task cannot know when the failed attempt last hit the host: wait a delay.
+        last_start = self.replay.host_starts.get(key)
+        if last_start is not None:
+            politeness.next_allowed_at = max(politeness.next_allowed_at,
+                                             last_start + politeness.delay_s + politeness.margin_s)
+        if self.attempt > 0 and not self.journal.appends:
+            # Without a journal written line by line, a retried task cannot know when the failed
+            # attempt last hit the host: wait a delay.
             politeness.next_allowed_at = max(politeness.next_allowed_at, now + politeness.delay_s)
+        queue = deque()
+        for row in rows:
+            if row["url"] in self.replay.outcomes:
+                self.output.replayed("url", self.replay.outcomes[row["url"]])
+            elif row["url"] in self.replay.lost:  # requested, answer lost: never requested twice
+                self.output.url(row, st.NOT_ATTEMPTED, reason="answer_lost_with_attempt")
+            else:
+                queue.append(row)
         deadline = task_deadline
         lease_expires_at = to_epoch(first.get("host_lease_expires_at"))
         if lease_expires_at is not None:
             deadline = min(deadline, lease_expires_at - self.cfg["fetcher.lease_margin_s"])
-        return HostQueue(key, deque(rows), politeness, deadline, robots,
+        return HostQueue(key, queue, politeness, deadline, robots,
                          to_epoch(first.get("robots_fetched_at")) if robots else None,
                          to_epoch(first.get("robots_expires_at")) if robots else None,
                          first.get("robots_capture_id") if robots else None,
@@ -124,10 +152,29 @@ class PartitionFetcher:
 
     async def _run_all(self) -> None:
         async with self.transport:
-            await asyncio.gather(*(self._run_host(host) for host in self.hosts.values()))
+            checkpoints = None if self.journal.appends or not self.journal.enabled else \
+                asyncio.ensure_future(self._checkpoints())
+            try:
+                await asyncio.gather(*(self._run_host(host) for host in self.hosts.values()))
+            finally:
+                if checkpoints:
+                    checkpoints.cancel()
+
+    async def _checkpoints(self) -> None:
+        """Object stores: every journal interval, close the WARC file (so what it holds is durable),
+        then write the journal lines that point into it."""
+        loop = asyncio.get_running_loop()
+        while True:
+            await asyncio.sleep(self.cfg["fetcher.journal_interval_s"])
+            lines = self.journal.take_buffer()
+            await loop.run_in_executor(self.writer_thread, self.archiver.writer.close)
+            await loop.run_in_executor(self.writer_thread, self.journal.write_part, lines)
 
     # ---------------------------------------------------------------- per host
     async def _run_host(self, host: HostQueue) -> None:
+        if not host.rows:  # an earlier attempt answered all of them
+            self.output.host(host, self.agent)
+            return
         if not host.owned:  # another segment owns the host now: no request, no host update
             self._return_rest(host, "host_lease_lost")
             return
@@ -181,8 +228,7 @@ class PartitionFetcher:
                 self.output.url(row, st.NOT_ATTEMPTED, reason=refusal)
                 continue
             if host.robots_stale(self.clock()):  # expired while waiting for the slot: renew first
-                host.politeness.cancel_start()
-                self.gate.release(host)
+                self.gate.cancel(host)
                 host.rows.appendleft(row)
                 continue
             try:
@@ -253,6 +299,6 @@ class PartitionFetcher:
 
 
 def fetch_partition(rows: Iterable[dict], cfg, segment_id: str, partition_id: int, warc_dir: str,
-                    attempt: int = 0) -> Iterator[tuple[str, dict]]:
+                    attempt: int = 0, journal_dir: Optional[str] = None) -> Iterator[tuple[str, dict]]:
     """mapPartitions entry point: fetch every row's URL (or say why not) and yield the outputs."""
-    yield from PartitionFetcher(cfg, segment_id, partition_id, warc_dir, attempt).run(rows)
+    yield from PartitionFetcher(cfg, segment_id, partition_id, warc_dir, attempt, journal_dir=journal_dir).run(rows)

@@ -20,7 +20,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from crawler_lib.exchange import ROBOTS, Requester
+from crawler_lib.exchange import ROBOTS, Requester, robots_fields
 from crawler_lib.hostqueue import HostQueue, SlotGate
 from crawler_lib.politeness import HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
@@ -97,6 +97,7 @@ class RobotsClient:
         host.robots_fetched_at = now
         host.robots_capture_id = answer.capture_id
         host.robots_expires_at = now if host.robots.outcome == UNREACHABLE else now + self.cfg["robots.cache_ttl_s"]
+        self.gate.journal.robots(host.key, robots_fields(host, self.cfg["http.agent_name"]))
         return None
 
     async def _shared_answer(self, target: HostQueue, url: str,

@@ -23,7 +23,7 @@ host_key string, robots_status string, robots_body string,
 robots_fetched_at timestamp_ntz, robots_expires_at timestamp_ntz, robots_capture_id string,
 robots_redirect_host string, crawl_delay_s double,
 next_allowed_at timestamp_ntz, backoff_until timestamp_ntz, consecutive_failures int,
-deferred_reason string, sitemaps array<string>, lease_id string, lease_expires_at timestamp_ntz,
+deferred_reason string, sitemaps array<string>, ip_address string, lease_id string, lease_expires_at timestamp_ntz,
 updated_by_segment string,
 policy_delay_s double, policy_max_concurrency int, policy_max_pages int, policy_note string,
 policy_version int, policy_updated_at timestamp_ntz
@@ -42,7 +42,7 @@ host_key string, robots_status string, robots_body string,
 robots_fetched_at timestamp_ntz, robots_expires_at timestamp_ntz, robots_capture_id string,
 robots_redirect_host string, crawl_delay_s double,
 next_allowed_at timestamp_ntz, backoff_until timestamp_ntz, consecutive_failures int,
-deferred_reason string, sitemaps array<string>
+deferred_reason string, sitemaps array<string>, ip_address string
 """
 
 REQUEST_LOG = """

@@ -1,12 +1,20 @@
 """HTTP transport: one GET over aiohttp, no redirects followed, body read up to a cap, every connection
-checked by the SSRF guard. Content-encoding is kept as sent (the WARC record stores the wire bytes)."""
+checked by the SSRF guard. Content-encoding is kept as sent (the WARC record stores the wire bytes).
+
+Names are resolved once per task (`address_of`), and the connection goes to the same answer, so the
+address the per-IP politeness bounds is the address requested. `http.resolve` pins names to
+addresses, as curl's --resolve does (the guard still judges the pinned address)."""
 from __future__ import annotations
 
 import asyncio
+import ipaddress
+import socket
 from dataclasses import dataclass
 from typing import Callable, Optional
 
 import aiohttp
+from aiohttp.abc import AbstractResolver, ResolveResult
+from yarl import URL
 
 from crawler_lib.encoding import ACCEPT_ENCODING
 from crawler_lib.netguard import AddressGuard, BlockedAddress
@@ -45,6 +53,33 @@ class RequestFailed(Exception):
         self.sent = sent
 
 
+class TaskResolver(AbstractResolver):
+    """DNS answers kept for the life of one fetch task (Heritrix keeps them for hours), names in
+    `http.resolve` answered from the config. A failed lookup is not kept: the request reports it."""
+
+    def __init__(self, pinned: dict):
+        self.pinned = {name.lower(): address for name, address in pinned.items()}
+        self._system = aiohttp.ThreadedResolver()
+        self._answers: dict[tuple, list[ResolveResult]] = {}
+
+    async def resolve(self, host: str, port: int = 0, family: socket.AddressFamily = socket.AF_UNSPEC
+                      ) -> list[ResolveResult]:
+        key = (host.lower(), port, family)
+        if key not in self._answers:
+            pinned = self.pinned.get(host.lower())
+            if pinned is not None:
+                ip = ipaddress.ip_address(pinned)
+                self._answers[key] = [ResolveResult(
+                    hostname=host, host=str(ip), port=port, proto=socket.IPPROTO_TCP, flags=socket.AI_NUMERICHOST,
+                    family=socket.AF_INET6 if ip.version == 6 else socket.AF_INET)]
+            else:
+                self._answers[key] = await self._system.resolve(host, port, family)
+        return self._answers[key]
+
+    async def close(self) -> None:
+        await self._system.close()
+
+
 class AiohttpTransport:
     """GET over aiohttp: no redirects followed, body read up to a cap, every connection guarded."""
 
@@ -54,10 +89,11 @@ class AiohttpTransport:
         self.user_agent = user_agent
 
     async def __aenter__(self) -> "AiohttpTransport":
+        self.resolver = TaskResolver(self.cfg["http.resolve"])
         connector = aiohttp.TCPConnector(
             limit=self.cfg["fetcher.max_connections"],
             limit_per_host=self.cfg["politeness.max_concurrency_per_host"],
-            use_dns_cache=True, ttl_dns_cache=300, socket_factory=self.guard.socket_factory)
+            resolver=self.resolver, use_dns_cache=False, socket_factory=self.guard.socket_factory)
         timeout = aiohttp.ClientTimeout(total=self.cfg["http.timeout_s"],
                                         sock_connect=self.cfg["http.connect_timeout_s"])
         trace = aiohttp.TraceConfig()
@@ -72,6 +108,19 @@ class AiohttpTransport:
 
     async def __aexit__(self, *exc) -> None:
         await self.session.close()
+
+    async def address_of(self, host_key: str) -> Optional[str]:
+        """The IP address a request to this host goes to first (None if the name does not resolve)."""
+        url = URL(host_key)
+        try:
+            return str(ipaddress.ip_address(url.host))  # an IP-literal host: no lookup
+        except ValueError:
+            pass
+        try:
+            answers = await self.resolver.resolve(url.host, url.port or 0, socket.AF_UNSPEC)
+        except OSError:
+            return None
+        return answers[0]["host"] if answers else None
 
     async def get(self, url: str, headers: dict, max_bytes: int, on_sent: Callable[[], None]) -> Response:
         """`on_sent` is called when the request has been written to the socket."""

@@ -236,6 +236,12 @@ def host_key(normalized_url: str) -> str:
     return f"{parts.scheme}://{parts.netloc}"
 
 
+# The host of a host key (normalized: lowercase, IPv4 dotted, IPv6 compressed in brackets), as Spark
+# SQL regular expressions: group 1 is the IP literal, or the name, or empty.
+HOST_KEY_IP_REGEX = r"^[a-z]+://\[?([0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9a-f:.]*:[0-9a-f:.]*)\]?(?::[0-9]+)?$"
+HOST_KEY_NAME_REGEX = r"^[a-z]+://([^\[\]:/]+)(?::[0-9]+)?$"
+
+
 # One "pattern" per URL shape on a host: digits of the path and query become '#' (/cal/2000/1 -> /cal/#/#),
 # the host stays as it is (www2.example.com, 10.0.0.1:8080: hosts never share a pattern).
 URL_PATTERN_SQL = r"concat(host_key, regexp_replace(substring(url, length(host_key) + 1), '[0-9]+', '#'))"

@@ -76,8 +76,11 @@ class WarcFileWriter:
     """Writes WARC files named `<prefix>-<n>.warc.gz` into `directory`, rotating past `max_bytes`."""
 
     def __init__(self, directory: str, prefix: str, max_bytes: int, operator_info: dict[str, str],
-                 gzip_level: int = DEFAULT_GZIP_LEVEL):
+                 gzip_level: int = DEFAULT_GZIP_LEVEL, flush_each_record: bool = False):
+        """`flush_each_record`: each exchange reaches the file system before its location is returned
+        (the fetch journal may then point at it, and a hard exit of the task keeps it)."""
         self.directory = directory.rstrip("/")
+        self.flush_each_record = flush_each_record
         self.gzip_level = gzip_level
         self.prefix = prefix
         self.max_bytes = max_bytes
@@ -151,6 +154,8 @@ class WarcFileWriter:
         request = writer.create_warc_record(url, "request", payload=io.BytesIO(b""), length=0,
                                             http_headers=request_http, warc_headers_dict=request_extra)
         self._write(request)
+        if self.flush_each_record:
+            self._file.flush()
         return location
 
     def close(self) -> None:

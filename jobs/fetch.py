@@ -5,8 +5,9 @@ chosen by generate) with an identity partitioner, so a host's URLs are all in on
 task's per-host state is the host's only owner. The job's single Spark action writes
 `segments/<id>/fetch_output` (the commit point); the per-URL results (`fetch`), the host updates
 (`hostupdates`) and the audit log (`<crawl>/fetchlog`) are derived from it. Re-running after the
-commit point only re-derives; it never fetches again. WARC files of a failed attempt stay on disk
-but no committed row points at them.
+commit point only re-derives; it never fetches again. Before it, each task journals what it does
+under `segments/<id>/journal/` (crawler_lib.journal): a retried task or a rerun resumes from there,
+keeps what the dead attempt answered (its WARC records are referenced) and asks nothing twice.
 """
 from __future__ import annotations
 
@@ -36,7 +37,7 @@ def output_schema() -> StructType:
                        StructField("request", schemas.request_log())])
 
 
-def _fetch_task(cfg, segment_id: str, warc_dir: str):
+def _fetch_task(cfg, segment_id: str, warc_dir: str, journal_dir: str):
     url_fields = schemas.fetch_result().fieldNames()
     host_fields = schemas.host_result().fieldNames()
     log_fields = schemas.request_log().fieldNames()
@@ -45,7 +46,7 @@ def _fetch_task(cfg, segment_id: str, warc_dir: str):
         context = TaskContext.get()
         attempt = context.attemptNumber() if context else 0
         rows = (row.asDict() for _key, row in keyed_rows)
-        for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, warc_dir, attempt):
+        for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, warc_dir, attempt, journal_dir):
             if kind == "url":
                 yield (kind, tuple(out[f] for f in url_fields), None, None)
             elif kind == "host":
@@ -76,7 +77,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         partitions = max(1, fetchlist.agg(F.max("fetch_partition")).first()[0] + 1) if not fetchlist.isEmpty() else 1
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)
-                  .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc)))
+                  .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc,
+                                                      crawl.segment(segment_id, "journal"))))
         overwrite(spark.createDataFrame(output, output_schema()), output_path)
 
     output = read(spark, output_path)

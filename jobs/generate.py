@@ -4,8 +4,9 @@ Due: next_fetch_at <= now, not blocked, no live lease, host not leased by anothe
 in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Ranked by priority (then depth, then age) and capped per host (generate.max_per_host,
 or the host's policy) and in total (generate.top_n); URLs matching exclusions.patterns or disallowed
 by the host's fresh cached robots.txt are marked (blocked / robots_denied) instead of leased.
-A host's fetch partition is a stable hash of its host key, or of its robots.txt host when its
-robots.txt redirects to another host (so one task owns both). Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list,
+A host's fetch partition is a stable hash of its IP address (last resolved, or its IP literal or
+`http.resolve` pin: hosts sharing one go together, `generate.place_by_ip`), else of its host key; a host whose robots.txt redirects to another
+host is placed with that host (so one task owns both). Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list,
 then the URL leases (CrawlDB MERGE: version+1, lease_id = segment id, lease expiry: the commit
 point). A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb
 ignores (versions do not match) and host leases that expire; after it, leases expire and the URLs
@@ -26,7 +27,7 @@ from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.schema import sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
-from crawler_lib.urls import UrlFilter
+from crawler_lib.urls import HOST_KEY_IP_REGEX, HOST_KEY_NAME_REGEX, UrlFilter
 from jobs.base import CrawlJob, utc_now
 
 
@@ -66,13 +67,11 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
 
     segment_id = new_segment_id(now)
     partitions = fetch_partitions(spark, cfg)
-    # A host whose robots.txt redirects to another host is placed with that host (one owner for both).
-    placement = F.coalesce(F.col("robots_redirect_host"), F.col("host_key"))
-    candidates = selected.join(hostdb.select("host_key", "robots_redirect_host"), "host_key", "left").select(
+    candidates = _with_placement(selected, hostdb, cfg).select(
         "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
         "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
         "last_modified",
-        F.pmod(F.xxhash64(placement), F.lit(partitions)).cast("int").alias("fetch_partition")
+        F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition")
     ).localCheckpoint()  # freeze the selection: every step below must see the same rows
     candidates, refused = _screen(spark, cfg, crawl, candidates, hostdb, now)
     denied, excluded = refused.get(st.ROBOTS_DENIED, 0), refused.get(st.BLOCKED, 0)
@@ -111,6 +110,28 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
     return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions,
             "robots_denied": denied, "excluded": excluded}
+
+
+def _with_placement(selected, hostdb, cfg):
+    """Adds `_placement`, the key whose hash picks the fetch partition. A host whose robots.txt
+    redirects to another host goes with that host (one owner for both); hosts with one address go
+    together (one owner per IP address). The address is the last resolved one (HostDB), else the host
+    itself when it is an IP literal, else its `http.resolve` pin; a host with none goes by its key.
+    A redirecting host follows its robots.txt host's address, even where its own differs."""
+    robots_host = F.coalesce(F.col("robots_redirect_host"), F.col("host_key"))
+    placed = (selected.join(hostdb.select("host_key", "robots_redirect_host"), "host_key", "left")
+              .withColumn("_robots_host", robots_host))
+    if not cfg["generate.place_by_ip"]:
+        return placed.withColumn("_placement", F.col("_robots_host"))
+    resolved = hostdb.filter(F.col("ip_address").isNotNull()).select(
+        F.col("host_key").alias("_robots_host"), F.col("ip_address").alias("_resolved"))
+    literal = F.nullif(F.regexp_extract("_robots_host", HOST_KEY_IP_REGEX, 1), F.lit(""))
+    pins = cfg["http.resolve"]
+    pinned = (F.create_map(*[F.lit(v) for item in pins.items() for v in (item[0].lower(), str(item[1]))])[
+        F.regexp_extract("_robots_host", HOST_KEY_NAME_REGEX, 1)] if pins else F.lit(None).cast("string"))
+    address = F.coalesce(F.col("_resolved"), literal, pinned)
+    return (placed.join(resolved, "_robots_host", "left")
+            .withColumn("_placement", F.coalesce(F.concat(F.lit("ip:"), address), F.col("_robots_host"))))
 
 
 def _screen(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):

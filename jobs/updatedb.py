@@ -26,8 +26,9 @@ from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
-ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "robots_capture_id",
-                 "robots_redirect_host", "crawl_delay_s", "sitemaps")
+# What a segment did not learn (robots.txt not asked again, the name not resolved) keeps its known value.
+KEPT_WHEN_UNKNOWN = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "robots_capture_id",
+                     "robots_redirect_host", "crawl_delay_s", "sitemaps", "ip_address")
 
 
 def _apply_task(cfg):
@@ -161,7 +162,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     # 3. Hosts: politeness and robots state for the next cycle; release this segment's host leases.
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
     host_updates = read(spark, crawl.segment(segment_id, "hostupdates"))
-    values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in ROBOTS_FIELDS else F.col(f"s.{c}"))
+    values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in KEPT_WHEN_UNKNOWN else F.col(f"s.{c}"))
               for c in HOST_FIELDS}
     release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
     # Hosts this segment leased but sent no update for (nothing fetched) join as release-only rows.

@@ -1,8 +1,10 @@
 """A real nginx (Debian's package) serving static sites on loopback, with its own access log as witness.
 
-Each site is one `server` on its own loopback address (127.0.0.x) and one shared port, configured
-as a stock nginx is: gzip on for text/plain, text/html and XML, and `limit_req` per server as a
-politeness witness (a request closer than the site's delay is answered 429 and logged REJECTED).
+Each site is one `server` on a loopback address (127.0.0.x) and one shared port, configured as a
+stock nginx is: gzip on for text/plain, text/html and XML, and `limit_req` per server as a politeness
+witness (a request closer than the site's delay is answered 429 and logged REJECTED). Sites given a
+`name` are virtual hosts: several may share one address, and `ip_rate_per_minute` then adds a
+`limit_req` per address over all of them.
 The access log gives each request's start as `$msec - $request_time`. Started and stopped by the
 test that uses it.
 """
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Optional
 
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
-LOG_FORMAT = ('$msec $request_time $server_addr $status $limit_req_status "$request_method" "$request_uri" '
+LOG_FORMAT = ('$msec $request_time $server_addr $host $status $limit_req_status "$request_method" "$request_uri" '
               '"$sent_http_content_encoding"')
 
 
@@ -35,6 +37,11 @@ class Site:
     files: dict[str, bytes]           # path -> body (static files under the site's root)
     rate_per_minute: int              # limit_req: at most one request per 60/rate seconds
     extra: str = ""                   # more nginx directives inside the server block
+    name: str = ""                    # server_name of a virtual host (default: the address)
+
+    @property
+    def host(self) -> str:
+        return self.name or self.address
 
 
 @dataclass
@@ -42,6 +49,7 @@ class Entry:
     start: float
     end: float
     address: str
+    host: str
     status: int
     limit_req: str
     path: str
@@ -53,29 +61,35 @@ class Nginx:
     root: Path
     sites: list[Site]
     port: int = 0
+    ip_rate_per_minute: int = 0       # limit_req per address shared by virtual hosts (0: none)
     process: Optional[subprocess.Popen] = field(default=None, repr=False)
 
     def url(self, site: Site, path: str = "/") -> str:
-        return f"http://{site.address}:{self.port}{path}"
+        return f"http://{site.host}:{self.port}{path}"
 
     def __enter__(self) -> "Nginx":
         self.port = self.port or free_port()
         (self.root / "logs").mkdir(parents=True, exist_ok=True)
         servers = []
+        shared = {a for a in (s.address for s in self.sites) if sum(s.address == a for s in self.sites) > 1}
+        if shared and self.ip_rate_per_minute:
+            servers.append(f"\n    limit_req_zone $server_addr zone=per_ip:1m rate={self.ip_rate_per_minute}r/m;")
         for index, site in enumerate(self.sites):
+            per_ip = "limit_req zone=per_ip;" if site.address in shared and self.ip_rate_per_minute else ""
             docroot = self.root / f"site{index}"
             for path, body in site.files.items():
                 target = docroot / path.lstrip("/")
                 target.parent.mkdir(parents=True, exist_ok=True)
                 target.write_bytes(body)
             servers.append(f"""
-    limit_req_zone $server_addr zone=site{index}:1m rate={site.rate_per_minute}r/m;
+    limit_req_zone $server_name zone=site{index}:1m rate={site.rate_per_minute}r/m;
     server {{
         listen {site.address}:{self.port};
-        server_name {site.address};
+        server_name {site.host};
         root {docroot};
         index index.html;
         limit_req zone=site{index};
+        {per_ip}
         limit_req_status 429;
         {site.extra}
     }}""")
@@ -129,8 +143,8 @@ http {{
     def log(self) -> list[Entry]:
         entries = []
         for line in (self.root / "logs" / "access.log").read_text().splitlines():
-            msec, request_time, address, status, limit_req, _method, path, encoding = line.split(" ", 7)
+            msec, request_time, address, host, status, limit_req, _method, path, encoding = line.split(" ", 8)
             end = float(msec)
-            entries.append(Entry(end - float(request_time), end, address, int(status), limit_req,
+            entries.append(Entry(end - float(request_time), end, address, host, int(status), limit_req,
                                  path.strip('"'), encoding.strip('"')))
         return sorted(entries, key=lambda e: e.start)

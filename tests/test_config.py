@@ -47,6 +47,9 @@ def test_spark_conf_is_a_free_map():
     (["politeness.max_concurrency_per_host=0"], "must be >= 1"),
     (["security.allow_networks=not-a-cidr"], "not a CIDR block"),
     (["nonsense"], "expected key=value"),
+    (["http.resolve.docs.example=not-an-address"], "'docs.example' must map to an IP address"),
+    (["politeness.ip_max_concurrency=0"], "must be >= 1"),
+    (["politeness.ip_delay_s=-1"], "must be >= 0"),
 ])
 def test_bad_overrides_are_one_line_errors(override, message):
     with pytest.raises(ConfigError) as err:

@@ -1,8 +1,9 @@
 """End to end against a real nginx (Debian's package), configured as a stock server is: gzip on for
 text/plain, text/html and XML (so robots.txt and sitemaps arrive compressed) and `limit_req` per server
 as a witness. Sites: a docs site (Disallow, Sitemap with an orphan page), a site with a Crawl-delay, a
-site answering 429 with Retry-After on one path, and a site whose robots.txt redirects to the docs
-site's. Three crawl cycles; nginx's own access log is the witness."""
+site answering 429 with Retry-After on one path, a site whose robots.txt redirects to the docs
+site's, and two virtual hosts on one address (names pinned by `http.resolve`, a per-address
+`limit_req` as witness). Three crawl cycles; nginx's own access log is the witness."""
 from __future__ import annotations
 
 from collections import defaultdict
@@ -19,7 +20,8 @@ from tests.nginx_server import NGINX, Nginx, Site, free_port
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e,
               pytest.mark.skipif(NGINX is None, reason="nginx is not installed (Debian package: nginx)")]
-DELAY_S, CRAWL_DELAY_S, RETRY_AFTER_S = 0.5, 1.5, 2
+DELAY_S, CRAWL_DELAY_S, RETRY_AFTER_S, IP_DELAY_S = 0.5, 1.5, 2, 0.3
+VHOST_ADDRESS, VHOSTS = "127.0.0.6", ("a.vhost.test", "b.vhost.test")
 PAGES = [f"/doc/{n}.html" for n in range(4)]
 
 
@@ -29,13 +31,15 @@ def page(title: str, links: list[str]) -> bytes:
     return f"<!doctype html><html><head><title>{title}</title></head><body><p>{text}</p>{anchors}</body></html>".encode()
 
 
-def site(address: str, robots: bytes, delay_s: float, extra_links=(), extra: str = "", files=None) -> Site:
+def site(address: str, robots: bytes, delay_s: float, extra_links=(), extra: str = "", files=None,
+         name: str = "") -> Site:
     links = PAGES + ["/private/secret.html", *extra_links]
-    content = {"/index.html": page(address, links), "/private/secret.html": page("secret", []),
-               **{p: page(f"{address}{p}", ["/", *PAGES]) for p in PAGES}, **(files or {})}
+    title = name or address
+    content = {"/index.html": page(title, links), "/private/secret.html": page("secret", []),
+               **{p: page(f"{title}{p}", ["/", *PAGES]) for p in PAGES}, **(files or {})}
     if robots:
         content["/robots.txt"] = robots
-    return Site(address, content, round(60 / delay_s), extra)
+    return Site(address, content, round(60 / delay_s), extra, name)
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +60,12 @@ def crawled(spark, tmp_path_factory):
         site(names["throttled"], b"User-agent: *\nDisallow: /private/\n", DELAY_S, extra_links=["/slow-down"],
              extra=f"location = /slow-down {{ add_header Retry-After {RETRY_AFTER_S} always; return 429; }}"),
         site(names["redirected"], b"", DELAY_S, extra=f"location = /robots.txt {{ return 301 {docs}/robots.txt; }}"),
+        *(site(VHOST_ADDRESS, b"User-agent: *\nDisallow: /private/\n", DELAY_S, name=name) for name in VHOSTS),
     ]
-    with Nginx(root / "nginx", sites, port) as server:
-        cfg = Config.load(overrides={**TEST_SETTINGS, "politeness.default_delay_s": DELAY_S})
+    with Nginx(root / "nginx", sites, port, ip_rate_per_minute=round(60 / IP_DELAY_S)) as server:
+        cfg = Config.load(overrides={**TEST_SETTINGS, "politeness.default_delay_s": DELAY_S,
+                                     "politeness.ip_delay_s": IP_DELAY_S,
+                                     "http.resolve": {name: VHOST_ADDRESS for name in VHOSTS}})
         seeds = root / "seeds.txt"
         seeds.write_text("".join(server.url(s) + "\n" for s in sites))
         crawl_dir = str(root / "crawl")
@@ -68,11 +75,16 @@ def crawled(spark, tmp_path_factory):
            "names": names}
 
 
-def by_address(log):
+def grouped_by(log, attribute):
     grouped = defaultdict(list)
     for entry in log:
-        grouped[entry.address].append(entry)
+        grouped[getattr(entry, attribute)].append(entry)
     return grouped
+
+
+def gaps_below(entries, required):
+    return [(a.host, a.path, b.host, b.path, round(b.start - a.start, 4))
+            for a, b in zip(entries, entries[1:]) if b.start - a.start < required]
 
 
 def test_robots_txt_and_sitemap_really_came_compressed(crawled):
@@ -87,24 +99,29 @@ def test_zero_requests_to_disallowed_paths(crawled):
     assert [e for e in crawled["log"] if e.path.startswith("/private/")] == []
 
 
-def test_zero_gaps_below_the_delay_and_zero_limit_req_rejections(crawled):
+def test_zero_gaps_below_the_delay_per_host_and_zero_limit_req_rejections(crawled):
     names = crawled["names"]
     violations = []
-    for address, entries in by_address(crawled["log"]).items():
-        required = CRAWL_DELAY_S if address == names["delayed"] else DELAY_S
-        violations += [(address, a.path, b.path, round(b.start - a.start, 4))
-                       for a, b in zip(entries, entries[1:]) if b.start - a.start < required]
+    for host, entries in grouped_by(crawled["log"], "host").items():
+        violations += gaps_below(entries, CRAWL_DELAY_S if host == names["delayed"] else DELAY_S)
     assert violations == []
     assert [e for e in crawled["log"] if e.limit_req == "REJECTED"] == []
 
 
+def test_zero_gaps_below_the_delay_per_address(crawled):
+    by_address = grouped_by(crawled["log"], "address")
+    assert {e.host for e in by_address[VHOST_ADDRESS]} == set(VHOSTS)
+    for address, entries in by_address.items():
+        assert gaps_below(entries, IP_DELAY_S) == [], address
+
+
 def test_robots_txt_first_on_every_host(crawled):
-    for address, entries in by_address(crawled["log"]).items():
-        assert entries[0].path == "/robots.txt", address
+    for host, entries in grouped_by(crawled["log"], "host").items():
+        assert entries[0].path == "/robots.txt", host
 
 
 def test_429_with_retry_after_is_waited_for(crawled):
-    entries = by_address(crawled["log"])[crawled["names"]["throttled"]]
+    entries = grouped_by(crawled["log"], "host")[crawled["names"]["throttled"]]
     throttled = [i for i, e in enumerate(entries) if e.path == "/slow-down"]
     assert throttled and all(entries[i].status == 429 for i in throttled)
     for i in throttled:
@@ -113,10 +130,10 @@ def test_429_with_retry_after_is_waited_for(crawled):
 
 
 def test_every_allowed_page_is_fetched(crawled):
-    fetched = {(e.address, e.path) for e in crawled["log"] if e.status in (200, 304)}
+    fetched = {(e.host, e.path) for e in crawled["log"] if e.status in (200, 304)}
     for s in crawled["sites"]:
         for path in ["/", *PAGES]:
-            assert (s.address, path) in fetched, (s.address, path)
+            assert (s.host, path) in fetched, (s.host, path)
     assert (crawled["names"]["docs"], "/orphan.html") in fetched  # known only from the gzipped sitemap
 
 

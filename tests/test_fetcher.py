@@ -1,8 +1,10 @@
 """The fetcher against the local test web, without Spark: the server's own log is the witness."""
+import json
 import socket
 import time
 from collections import defaultdict
 from datetime import datetime, timezone
+from urllib.parse import urlsplit
 
 import pytest
 
@@ -16,8 +18,8 @@ def rows_for(urls, **extra):
             for u in urls]
 
 
-def run(cfg, rows, tmp_path):
-    out = list(fetch_partition(rows, cfg, "seg", 0, str(tmp_path / "warc")))
+def run(cfg, rows, tmp_path, attempt=0, journal_dir=None):
+    out = list(fetch_partition(rows, cfg, "seg", 0, str(tmp_path / "warc"), attempt, journal_dir))
     by_kind = defaultdict(list)
     for kind, row in out:
         by_kind[kind].append(row)
@@ -276,3 +278,57 @@ def test_host_deferred_for_its_crawl_delay_stays_in_backoff_until_robots_is_due(
         out = run(cfg.with_overrides(politeness__max_crawl_delay_s=5.0), rows_for([web.host_keys[0] + "/"]), tmp_path)
     host = out["host"][0]
     assert host["backoff_until"] == host["robots_expires_at"]
+
+
+def test_pinned_names_are_resolved_from_the_config_and_requested_there(cfg, test_web, tmp_path):
+    """`http.resolve` answers a name without DNS (the vhost names of the nginx test); the request goes
+    to the pinned address and the host's address is reported for generate's placement."""
+    served = urlsplit(test_web.host_keys[0])
+    pinned = cfg.with_overrides(http__resolve={"pinned.invalid": served.hostname})
+    out = run(pinned, rows_for([f"http://pinned.invalid:{served.port}/"]), tmp_path)
+    assert {r["outcome"] for r in out["url"]} == {st.RESPONSE}
+    assert [h["ip_address"] for h in out["host"]] == [served.hostname]
+
+
+
+def test_a_retried_attempt_resumes_from_the_journal_of_one_that_died(cfg, test_web, tmp_path):
+    """The first attempt's journal is cut where a hard exit would cut it (just after a request
+    left): the retry repeats no request, keeps the gaps across attempts, returns the URL whose answer
+    was lost to the pool, re-emits what was answered (WARC locations included) and logs every request."""
+    urls = [h + f"/page/{i}" for h in test_web.host_keys[:2] for i in range(6)]
+    journal = tmp_path / "journal"
+    first = run(cfg, rows_for(urls), tmp_path / "a", journal_dir=str(journal))
+    (written,) = (journal / "part-00000").iterdir()
+    lines = written.read_text().splitlines()
+    intents = [i for i, line in enumerate(lines) if '"k":"intent"' in line and '"purpose":"page"' in line]
+    cut = intents[len(intents) // 2]
+    written.write_text("\n".join(lines[:cut + 1]) + "\n" + lines[cut + 1][:25])  # and half a line
+    sent = [json.loads(line) for line in lines[:cut + 1] if '"k":"intent"' in line]
+    before_exit = {(i["host_key"], urlsplit(i["url"]).path) for i in sent}
+    test_web.log[:] = [e for e in test_web.log if (e["host_key"], e["path"]) in before_exit]  # what it saw
+    assert 0 < len(test_web.log) < len(first["request"])
+
+    retry = run(cfg, rows_for(urls), tmp_path / "b", attempt=1, journal_dir=str(journal))
+    requested = [(e["host_key"], e["path"]) for e in test_web.log]
+    assert len(requested) == len(set(requested))  # robots.txt included: nothing asked twice
+    assert_polite(test_web.log, cfg["politeness.default_delay_s"])
+    outcomes = {r["url"]: r for r in retry["url"]}
+    assert set(outcomes) == set(urls)
+    lost = [u for u, r in outcomes.items() if r["reason"] == "answer_lost_with_attempt"]
+    assert lost == [json.loads(lines[cut])["url"]] and outcomes[lost[0]]["outcome"] == st.NOT_ATTEMPTED
+    answered_first = {r["url"]: r for r in first["url"]}
+    resumed = [u for u in urls if outcomes[u]["outcome"] == st.RESPONSE
+               and outcomes[u]["warc_filename"] == answered_first[u]["warc_filename"]]
+    assert resumed and all(outcomes[u] == answered_first[u] for u in resumed)
+    assert {r["request_id"] for r in retry["request"]} >= {i["request_id"] for i in sent}
+
+
+def test_a_rerun_of_a_finished_but_uncommitted_fetch_requests_nothing(cfg, test_web, tmp_path):
+    urls = [test_web.host_keys[0] + f"/page/{i}" for i in range(3)]
+    journal = str(tmp_path / "journal")
+    first = run(cfg, rows_for(urls), tmp_path / "a", journal_dir=journal)
+    test_web.log.clear()
+    again = run(cfg, rows_for(urls), tmp_path / "b", journal_dir=journal)
+    assert test_web.log == []
+    assert sorted(again["url"], key=lambda r: r["url"]) == sorted(first["url"], key=lambda r: r["url"])
+    assert len(again["request"]) == len(first["request"])

@@ -40,15 +40,20 @@ class SimulatedWeb:
     async def __aexit__(self, *exc):
         return None
 
+    async def address_of(self, host_key):
+        return self.hosts[host_key]["ip"]
+
     async def get(self, url, headers, max_bytes, on_sent):
         host_key, path = url[: url.index("/", 8)], url[url.index("/", 8):]
         spec = self.hosts[host_key]
         start = EPOCH + self.loop.time()
         on_sent()
-        self.in_flight[host_key] += 1
-        self.max_in_flight[host_key] = max(self.max_in_flight[host_key], self.in_flight[host_key])
+        for key in (host_key, spec["ip"]):
+            self.in_flight[key] += 1
+            self.max_in_flight[key] = max(self.max_in_flight[key], self.in_flight[key])
         await asyncio.sleep(SERVICE_S)
-        self.in_flight[host_key] -= 1
+        for key in (host_key, spec["ip"]):
+            self.in_flight[key] -= 1
         self.hits[host_key] += 1
         status, extra = 200, []
         if path == "/robots.txt":
@@ -69,26 +74,26 @@ class SimulatedWeb:
 
 
 HOSTS = {
-    "http://slow.test": {"robots": "User-agent: *\nCrawl-delay: 2\nDisallow: /private\n",
+    "http://slow.test": {"ip": "192.0.2.1", "robots": "User-agent: *\nCrawl-delay: 2\nDisallow: /private\n",
                          "throttle": {4: (429, 5)}},
-    "http://busy.test": {"robots": "User-agent: sparkcrawler\nDisallow: /admin\nCrawl-delay: 0.2\n",
+    "http://busy.test": {"ip": "192.0.2.2", "robots": "User-agent: sparkcrawler\nDisallow: /admin\nCrawl-delay: 0.2\n",
                          "throttle": {3: (503, "date"), 9: (503, None)}},
-    "http://plain.test": {"robots": "User-agent: *\nAllow: /\nDisallow: /*.pdf$\n",
+    "http://plain.test": {"ip": "192.0.2.3", "robots": "User-agent: *\nAllow: /\nDisallow: /*.pdf$\n",
                           "throttle": {6: (429, 1)}},
 }
 
 
-def simulate(cfg, tmp_path, concurrency):
+def simulate(cfg, tmp_path, concurrency, hosts=HOSTS, **overrides):
     cfg = cfg.with_overrides(politeness__default_delay_s=1.0, politeness__max_concurrency_per_host=concurrency,
-                             politeness__backoff_base_s=3.0, fetcher__time_limit_s=3600.0)
+                             politeness__backoff_base_s=3.0, fetcher__time_limit_s=3600.0, **overrides)
     rows = []
-    for host in HOSTS:
+    for host in hosts:
         for i in range(30):
             path = {0: f"/private/{i}", 1: f"/admin/{i}", 2: f"/doc{i}.pdf"}.get(i % 7, f"/page/{i}")
             rows.append({"url": host + path, "host_key": host, "version": 1, "lease_id": "sim",
                          "priority": 1.0, "depth": 0})
     loop = VirtualTimeLoop()
-    web = SimulatedWeb(loop, HOSTS)
+    web = SimulatedWeb(loop, hosts)
     fetcher = PartitionFetcher(cfg, "sim", 0, str(tmp_path / "warc"), clock=lambda: EPOCH + loop.time(),
                                transport=web, loop_factory=lambda: loop, warc_executor=InlineExecutor())
     results = [row for kind, row in fetcher.run(rows) if kind == "url"]
@@ -149,3 +154,16 @@ def test_simulation_is_deterministic(cfg, tmp_path):
     first = simulate(cfg, tmp_path / "a", 1)[2].log
     second = simulate(cfg, tmp_path / "b", 1)[2].log
     assert first == second
+
+
+def test_hosts_sharing_an_address_share_its_bounds(cfg, tmp_path):
+    """Six virtual hosts on one IP address, two requests in flight each: the address still gets starts
+    at least politeness.ip_delay_s apart and at most politeness.ip_max_concurrency at once."""
+    shared = {f"http://vhost{i}.test": {"ip": "192.0.2.9", "robots": "User-agent: *\nAllow: /\n"} for i in range(6)}
+    cfg, rows, web, results = simulate(cfg, tmp_path, 2, hosts=shared, politeness__ip_delay_s=0.1,
+                                       politeness__ip_max_concurrency=2)
+    assert len(results) == len(rows) and {r["outcome"] for r in results} == {st.RESPONSE}
+    starts = sorted(e["start"] for log in web.log.values() for e in log)
+    assert len(starts) == len(rows) + len(shared)
+    assert min(b - a for a, b in zip(starts, starts[1:])) >= 0.1 - 1e-9
+    assert web.max_in_flight["192.0.2.9"] == 2

@@ -231,3 +231,28 @@ def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path
     assert due["http://a.com/changed"] == due["http://a.com/future"] == now
     assert due["http://a.com/same"] == now + timedelta(days=20)
     assert updatedb.run(spark, cfg, crawl, segment, now=now + timedelta(hours=1))["sitemap_refreshed"] == 0
+
+
+@pytest.mark.parametrize("by_ip", [True, False])
+def test_generate_places_hosts_sharing_an_address_and_robots_redirects_together(spark, cfg, tmp_path, by_ip):
+    from crawler_lib.spark import schemas
+
+    crawl = str(tmp_path / "crawl")
+    unresolved = ["http://93.184.216.34:8080", "http://pinned.example"]  # an IP literal, an http.resolve pin
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [f"http://h{i}.example/" for i in range(10)]
+                                              + [key + "/" for key in unresolved])])
+    shared = {f"http://h{i}.example": "93.184.216.34" for i in range(6)}  # virtual hosts of one server
+    hosts = [{"host_key": key, "ip_address": ip, "consecutive_failures": 0} for key, ip in shared.items()]
+    hosts.append({"host_key": "http://h6.example", "ip_address": "192.0.2.7", "consecutive_failures": 0,
+                  "robots_redirect_host": "http://h0.example"})  # its robots.txt lives on h0
+    spark.createDataFrame(hosts, schemas.host_state()).write.format("delta").mode("overwrite").save(
+        CrawlDir(crawl).hostdb)
+    placing = cfg.with_overrides(fetcher__partitions=12, generate__place_by_ip=by_ip,
+                                 http__resolve={"Pinned.example": "93.184.216.34"})
+    stats = generate.run(spark, placing, crawl)
+    placed = {r.host_key: r.fetch_partition
+              for r in read(spark, CrawlDir(crawl).segment(stats["segment"], "fetchlist")).collect()}
+    assert placed["http://h6.example"] == placed["http://h0.example"]
+    together = {placed[key] for key in [*shared, *unresolved]}
+    assert (len(together) == 1) is by_ip
+    assert len({placed[f"http://h{i}.example"] for i in range(6, 10)}) > 1  # unresolved hosts: by host key

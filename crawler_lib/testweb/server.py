@@ -1,6 +1,7 @@
 """The local multi-host test web: deterministic sites on loopback, with their own request log.
 
-Each site is its own host (its own port on a loopback address), serves robots.txt, a finite set of
+Each site is its own host and its own server (its own loopback address, `address` + index, and
+port: per-IP politeness sees as many servers as there are hosts), serves robots.txt, a finite set of
 pages linking within and across sites, a disallowed area, a 404, a redirect and ETag/304 support.
 The server logs every request's start, end and the in-flight count of its host at start, so tests
 can check politeness from the server's side. It runs in a background thread and shuts itself down
@@ -11,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import gzip
 import hashlib
+import ipaddress
 import json
 import random
 import threading
@@ -42,6 +44,7 @@ def _gzip_bomb(decoded_bytes: int = 64 * 2**20) -> bytes:
 @dataclass
 class Site:
     index: int
+    address: str = ""
     port: int = 0
     in_flight: int = 0
     page_requests: int = 0
@@ -55,7 +58,7 @@ class TestWeb:
 
     hosts: int = 3
     pages_per_host: int = 8
-    address: str = "127.0.0.1"
+    address: str = "127.0.0.1"  # of host 0; host i listens on the i-th address after it
     lifetime_s: float = 900.0
     response_delay_s: float = 0.0
     log_path: Optional[str] = None
@@ -73,7 +76,8 @@ class TestWeb:
 
     # ------------------------------------------------------------------ content
     def host_key(self, index: int) -> str:
-        return f"http://{self.address}:{self.sites[index].port}"
+        site = self.sites[index]
+        return f"http://{site.address}:{site.port}"
 
     @property
     def host_keys(self) -> list[str]:
@@ -187,8 +191,8 @@ class TestWeb:
         return web.Response(status=404, text="not found")
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
-        port = request.transport.get_extra_info("sockname")[1] if request.transport else 0
-        site = next(s for s in self.sites if s.port == port)
+        address, port = request.transport.get_extra_info("sockname")[:2] if request.transport else ("", 0)
+        site = next(s for s in self.sites if (s.address, s.port) == (address, port))
         entry = {"host_key": self.host_key(site.index), "path": request.path_qs, "start": time.time(),
                  "in_flight": site.in_flight + 1, "user_agent": request.headers.get("User-Agent", "")}
         site.in_flight += 1
@@ -279,10 +283,11 @@ class TestWeb:
         runner = web.AppRunner(app, access_log=None)
         loop.run_until_complete(runner.setup())
         for index in range(self.hosts):
-            site = web.TCPSite(runner, self.address, 0)
+            address = str(ipaddress.ip_address(self.address) + index)
+            site = web.TCPSite(runner, address, 0)
             loop.run_until_complete(site.start())
             port = site._server.sockets[0].getsockname()[1]
-            self.sites.append(Site(index=index, port=port))
+            self.sites.append(Site(index=index, address=address, port=port))
         self._stopped = asyncio.Event()
         loop.call_later(self.lifetime_s, self._stopped.set)
         ready.set()

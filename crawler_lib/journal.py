@@ -1,0 +1,172 @@
+"""The fetch journal: what a fetch task has done, kept under its segment while it runs, so that a
+retried attempt (a Spark task retry) or a rerun of a fetch that never committed resumes where the
+earlier one stopped instead of starting over (Heritrix keeps a frontier journal for the same reason).
+
+Lines, JSON, one file set per partition under `segments/<id>/journal/`:
+- `intent`: a request about to be sent (written before it is);
+- `request`: the audit row of a request sent (so `fetchlog` holds every request of every attempt);
+- `url`: a URL's outcome, with the location of its WARC record;
+- `politeness`: a host's backoff state after a request; `robots`: its rules after a robots.txt fetch.
+
+`Replay` reads the earlier attempts' lines: their outcomes and request rows are emitted again (the
+WARC records they point at stay), answered URLs are not requested again, a URL whose request left
+but whose answer was lost goes back to the pool (never requested twice in one segment), and each
+host and address resumes its politeness from its last request start, its backoff and its rules.
+
+On a local or mounted file system each attempt appends to one file, flushed line by line, so a hard
+exit loses nothing written; the WARC writer flushes each record before its `url` line is written. On
+object stores (no appends, nothing durable before close) lines are buffered and written as one new
+object every `fetcher.journal_interval_s`, after the WARC file they point into has been closed: a
+retry there may repeat the requests of the last interval.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Optional
+
+import fsspec
+from fsspec.implementations.local import LocalFileSystem
+
+log = logging.getLogger("crawler.fetcher")
+ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "robots_capture_id",
+                 "robots_redirect_host", "crawl_delay_s")
+
+
+def _encode(value):
+    if isinstance(value, datetime):
+        return {"$t": value.isoformat()}
+    raise TypeError(f"not journalled: {type(value).__name__}")
+
+
+def _decode(obj: dict):
+    return datetime.fromisoformat(obj["$t"]) if obj.keys() == {"$t"} else obj
+
+
+@dataclass
+class Replay:
+    """What the earlier attempts of this partition did."""
+
+    outcomes: dict = field(default_factory=dict)     # url -> url row
+    requests: list = field(default_factory=list)     # request rows
+    lost: dict = field(default_factory=dict)         # url -> intent whose answer never got journalled
+    hosts: dict = field(default_factory=dict)        # host key -> HostDB-like fields to overlay
+    host_starts: dict = field(default_factory=dict)  # host key -> last request start (epoch)
+    address_starts: dict = field(default_factory=dict)  # IP address -> last request start (epoch)
+
+    @property
+    def empty(self) -> bool:
+        return not (self.outcomes or self.requests or self.lost or self.hosts)
+
+    def add(self, line: dict) -> None:
+        kind = line.pop("k")
+        if kind == "intent":
+            at, host, address = line.pop("at"), line["host_key"], line.pop("address")
+            self.host_starts[host] = max(at, self.host_starts.get(host, at))
+            if address:
+                self.address_starts[address] = max(at, self.address_starts.get(address, at))
+            if line["purpose"] == "page" and line["url"] not in self.outcomes:
+                self.lost[line["url"]] = line
+        elif kind == "request":
+            self.requests.append(line)
+        elif kind == "url":
+            self.outcomes[line["url"]] = line
+            self.lost.pop(line["url"], None)
+        elif kind in ("politeness", "robots"):
+            self.hosts.setdefault(line.pop("host_key"), {}).update(line)
+
+    def finish(self) -> "Replay":
+        """A lost request whose row never got journalled still enters `fetchlog`, marked so. (A URL
+        with a request row but no outcome, e.g. a 429 requeued when the attempt died, is lost too.)"""
+        logged = {r["request_id"] for r in self.requests}
+        self.requests += [{**intent, "error": "answer_lost_with_attempt"}
+                          for intent in self.lost.values() if intent["request_id"] not in logged]
+        return self
+
+
+class FetchJournal:
+    """One attempt's journal writer; `FetchJournal(None, ...)` journals nothing (unit tests)."""
+
+    def __init__(self, directory: Optional[str], token: str):
+        self.directory = directory.rstrip("/") if directory else None
+        self.token = token
+        self.enabled = directory is not None
+        self._buffer: list[str] = []
+        self._file = None
+        self._parts = 0
+        self.appends = False  # written line by line (a local or mounted file system)
+        if self.enabled:
+            self.fs, self.path = fsspec.core.url_to_fs(self.directory)
+            self.appends = isinstance(self.fs, LocalFileSystem)
+
+    # -------------------------------------------------------------- reading
+    def replay(self) -> Replay:
+        """Lines of every earlier attempt (files not named by this attempt's token), in write order."""
+        replay = Replay()
+        if not self.enabled or not self.fs.exists(self.path):
+            return replay
+        for name in sorted(self.fs.ls(self.path, detail=False)):
+            if os.path.basename(name).startswith(self.token):
+                continue
+            with self.fs.open(name, "rb") as handle:
+                for raw in handle.read().decode("utf-8").splitlines():
+                    try:
+                        replay.add(json.loads(raw, object_hook=_decode))
+                    except (ValueError, KeyError):
+                        break  # a line cut by the hard exit: the rest of this file was never written
+        return replay.finish()
+
+    # -------------------------------------------------------------- writing
+    def intent(self, row: dict, address: Optional[str], at: float) -> None:
+        """`row`: the request's audit row as known before it is sent."""
+        self._line({"k": "intent", **row, "address": address, "at": at})
+
+    def request(self, row: dict) -> None:
+        self._line({"k": "request", **row})
+
+    def url(self, row: dict) -> None:
+        self._line({"k": "url", **row})
+
+    def politeness(self, host_key: str, next_allowed_at, backoff_until, consecutive_failures: int) -> None:
+        self._line({"k": "politeness", "host_key": host_key, "next_allowed_at": next_allowed_at,
+                    "backoff_until": backoff_until, "consecutive_failures": consecutive_failures})
+
+    def robots(self, host_key: str, fields: dict) -> None:
+        self._line({"k": "robots", "host_key": host_key, **{f: fields.get(f) for f in ROBOTS_FIELDS}})
+
+    def _line(self, line: dict) -> None:
+        if not self.enabled:
+            return
+        text = json.dumps(line, default=_encode, separators=(",", ":")) + "\n"
+        if not self.appends:
+            self._buffer.append(text)
+            return
+        if self._file is None:
+            self.fs.makedirs(self.path, exist_ok=True)
+            self._file = self.fs.open(f"{self.path}/{self.token}.jsonl", "ab")
+        self._file.write(text.encode("utf-8"))
+        self._file.flush()
+
+    def take_buffer(self) -> list[str]:
+        """Lines not yet written (object stores): taken before the WARC file they point into closes."""
+        taken, self._buffer = self._buffer, []
+        return taken
+
+    def write_part(self, lines: list[str]) -> None:
+        """One new object holding `lines` (object stores; blocking, run off the event loop)."""
+        if not lines:
+            return
+        self.fs.makedirs(self.path, exist_ok=True)
+        with self.fs.open(f"{self.path}/{self.token}-{self._parts:06d}.jsonl", "wb") as part:
+            part.write("".join(lines).encode("utf-8"))
+        self._parts += 1
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+        elif self.enabled and not self.appends:
+            self.write_part(self.take_buffer())
