@@ -22,7 +22,6 @@ retry there may repeat the requests of the last interval.
 from __future__ import annotations
 
 import json
-import logging
 import os
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -30,10 +29,6 @@ from typing import Optional
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
-
-log = logging.getLogger("crawler.fetcher")
-ROBOTS_FIELDS = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "robots_capture_id",
-                 "robots_redirect_host", "crawl_delay_s")
 
 
 def _encode(value):
@@ -135,7 +130,8 @@ class FetchJournal:
                     "backoff_until": backoff_until, "consecutive_failures": consecutive_failures})
 
     def robots(self, host_key: str, fields: dict) -> None:
-        self._line({"k": "robots", "host_key": host_key, **{f: fields.get(f) for f in ROBOTS_FIELDS}})
+        """`fields`: the robots.txt state as the HostDB keeps it (exchange.robots_fields)."""
+        self._line({"k": "robots", "host_key": host_key, **fields})
 
     def _line(self, line: dict) -> None:
         if not self.enabled:

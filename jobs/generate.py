@@ -71,7 +71,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
         "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
         "last_modified",
-        F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition")
+        F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"), "_robots_host"
     ).localCheckpoint()  # freeze the selection: every step below must see the same rows
     candidates, refused = _screen(spark, cfg, crawl, candidates, hostdb, now)
     denied, excluded = refused.get(st.ROBOTS_DENIED, 0), refused.get(st.BLOCKED, 0)
@@ -83,15 +83,19 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     #    conflict detection makes one of two concurrent generates fail rather than both win).
     expires = F.lit(now + timedelta(seconds=cfg["generate.lease_s"])).cast("timestamp_ntz")
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
+    #    A host whose robots.txt lives on another host is fetched only if this segment owns both.
+    lease_hosts = candidates.select("host_key").union(candidates.select(F.col("_robots_host").alias("host_key")))
     (hostdb_table.alias("t")
-     .merge(candidates.select("host_key").distinct().alias("s"), "t.host_key = s.host_key")
+     .merge(lease_hosts.distinct().alias("s"), "t.host_key = s.host_key")
      .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {sql_timestamp(now)}",
                         set={"lease_id": F.lit(segment_id), "lease_expires_at": expires})
      .whenNotMatchedInsert(values={"host_key": "s.host_key", "lease_id": F.lit(segment_id),
                                    "lease_expires_at": expires, "consecutive_failures": F.lit(0)})
      .execute())
     owned = hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
-    fetchlist = candidates.join(owned, "host_key", "left_semi")
+    fetchlist = (candidates.join(owned, "host_key", "left_semi")
+                 .join(owned.withColumnRenamed("host_key", "_robots_host"), "_robots_host", "left_semi")
+                 .drop("_robots_host"))
 
     # 2. The fetch list, then the URL leases (the commit point of the segment).
     fetchlist_path = crawl.segment(segment_id, "fetchlist")

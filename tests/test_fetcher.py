@@ -332,3 +332,44 @@ def test_a_rerun_of_a_finished_but_uncommitted_fetch_requests_nothing(cfg, test_
     assert test_web.log == []
     assert sorted(again["url"], key=lambda r: r["url"]) == sorted(first["url"], key=lambda r: r["url"])
     assert len(again["request"]) == len(first["request"])
+
+
+def test_a_shared_robots_answer_expires_like_any_rules(cfg, tmp_path):
+    """Two hosts whose robots.txt redirects to a third: the third is asked once per
+    robots.cache_ttl_s for both of them, never more often, and asked again once that has passed."""
+    from crawler_lib.testweb.server import TestWeb
+
+    ttl = 1
+    short = cfg.with_overrides(robots__cache_ttl_s=ttl)
+    with TestWeb(hosts=3, pages_per_host=8, profiles={0: {"robots_redirect_to": 2}, 1: {"robots_redirect_to": 2}}) as web:
+        target = web.host_keys[2]
+        urls = [h + f"/page/{i}" for h in web.host_keys[:2] for i in range(8)]
+        out = run(short, rows_for(urls, robots_redirect_host=target), tmp_path)
+        asked = sorted(e["start"] for e in web.log if e["host_key"] == target and e["path"] == "/robots.txt")
+    assert {r["outcome"] for r in out["url"]} == {st.RESPONSE}
+    assert len(asked) >= 2  # the run outlived the rules
+    assert min(b - a for a, b in zip(asked, asked[1:])) >= ttl - 0.05
+
+
+def test_on_an_object_store_the_journal_is_written_in_parts_after_the_warc_file_closes(cfg, test_web, tmp_path):
+    """fsspec's memory file system stands in for S3 (no appends): every journal interval closes the
+    WARC file, then writes one part whose URL lines point into it; a rerun resumes from the parts."""
+    import fsspec
+
+    from crawler_lib.warc import read_response
+
+    root = f"memory://journal-test-{tmp_path.name}"
+    often = cfg.with_overrides(fetcher__journal_interval_s=0.3)
+    urls = [test_web.host_keys[0] + f"/page/{i}" for i in range(5)]
+    first = list(fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 0, f"{root}/journal"))
+    fs = fsspec.filesystem("memory")
+    parts = fs.ls(f"{root}/journal/part-00000", detail=False)
+    assert len(parts) >= 2 and all(p.endswith(".jsonl") for p in parts)
+    answered = [row for kind, row in first if kind == "url"]
+    assert len({r["warc_filename"] for r in answered}) >= 2  # rotated at the checkpoints
+    for r in answered:
+        assert read_response(r["warc_filename"], r["warc_offset"], r["warc_length"]).url == r["url"]
+    test_web.log.clear()
+    again = list(fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 1, f"{root}/journal"))
+    assert test_web.log == []
+    assert sorted(row["url"] for kind, row in again if kind == "url") == sorted(urls)

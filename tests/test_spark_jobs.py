@@ -256,3 +256,23 @@ def test_generate_places_hosts_sharing_an_address_and_robots_redirects_together(
     together = {placed[key] for key in [*shared, *unresolved]}
     assert (len(together) == 1) is by_ip
     assert len({placed[f"http://h{i}.example"] for i in range(6, 10)}) > 1  # unresolved hosts: by host key
+
+
+def test_generate_leaves_a_host_whose_robots_host_another_segment_owns(spark, cfg, tmp_path):
+    """Its robots.txt would be asked of a host with another live owner: it waits in the pool."""
+    from datetime import datetime, timedelta
+
+    from crawler_lib.spark import schemas
+
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", ["http://a.example/", "http://c.example/"])])
+    spark.createDataFrame([
+        {"host_key": "http://a.example", "robots_redirect_host": "http://b.example", "consecutive_failures": 0},
+        {"host_key": "http://b.example", "lease_id": "another-segment", "consecutive_failures": 0,
+         "lease_expires_at": datetime.utcnow() + timedelta(hours=1)}], schemas.host_state()).write.format(
+        "delta").mode("overwrite").save(CrawlDir(crawl).hostdb)
+    stats = generate.run(spark, cfg, crawl)
+    listed = {r.url for r in read(spark, CrawlDir(crawl).segment(stats["segment"], "fetchlist")).collect()}
+    assert listed == {"http://c.example/"}
+    rows = {r.url: r for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    assert rows["http://a.example/"].lease_id is None and rows["http://a.example/"].status == "unfetched"
