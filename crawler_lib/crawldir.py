@@ -1,6 +1,11 @@
 """The crawl directory layout (DESIGN.md "Crawl directory"), local or on object storage.
 
 Paths may be local or s3a://, abfss://, gs:// (listing goes through fsspec and its backends).
+Spark writes behind the driver's back, and fsspec backends (s3fs, gcsfs, adlfs) keep directory
+listings for the life of their cached instance: every listing here goes through `fresh_fs`, which
+drops the backend's cached listing of that path first (`invalidate_cache`, part of fsspec's public
+file-system API, a no-op where nothing is cached). S3 lists consistently, so a fresh LIST sees every
+object Spark committed; no registry table is needed.
 """
 from __future__ import annotations
 
@@ -9,6 +14,13 @@ from datetime import datetime, timezone
 from typing import Optional
 
 import fsspec
+
+
+def fresh_fs(url: str):
+    """(file system, path) for `url`, with no cached listing of the path left to go stale."""
+    fs, path = fsspec.core.url_to_fs(url)
+    fs.invalidate_cache(path)
+    return fs, path
 
 
 class CrawlError(RuntimeError):
@@ -27,11 +39,8 @@ class CrawlDir:
     def segment(self, segment_id: str, part: str) -> str:
         return f"{self.segments}/{segment_id}/{part}"
 
-    def _fs(self):
-        return fsspec.core.url_to_fs(self.root)
-
     def exists(self) -> bool:
-        fs, path = self._fs()
+        fs, path = fresh_fs(self.root)
         return fs.exists(path)
 
     def require(self) -> "CrawlDir":
@@ -40,7 +49,7 @@ class CrawlDir:
         return self
 
     def segment_ids(self) -> list[str]:
-        fs, path = fsspec.core.url_to_fs(self.segments)
+        fs, path = fresh_fs(self.segments)
         if not fs.exists(path):
             return []
         return sorted(p.rstrip("/").rsplit("/", 1)[-1] for p in fs.ls(path, detail=False))

@@ -101,7 +101,10 @@ class FetchJournal:
     def replay(self) -> Replay:
         """Lines of every earlier attempt (files not named by this attempt's token), in write order."""
         replay = Replay()
-        if not self.enabled or not self.fs.exists(self.path):
+        if not self.enabled:
+            return replay
+        self.fs.invalidate_cache(self.path)  # a retry in the same worker: the dead attempt's parts
+        if not self.fs.exists(self.path):
             return replay
         for name in sorted(self.fs.ls(self.path, detail=False)):
             if os.path.basename(name).startswith(self.token):

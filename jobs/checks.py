@@ -5,10 +5,9 @@ from __future__ import annotations
 
 import sys
 
-import fsspec
 
 from crawler_lib.cdxj import write_index
-from crawler_lib.crawldir import CrawlDir
+from crawler_lib.crawldir import CrawlDir, fresh_fs
 from crawler_lib.robots import RobotsPolicy
 from crawler_lib.urls import UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob
@@ -83,7 +82,7 @@ class Index(CrawlJob):
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
         crawl = CrawlDir(args.crawl_dir)
-        fs, root = fsspec.core.url_to_fs(crawl.warc)
+        fs, root = fresh_fs(crawl.warc)
         protocol = "" if fs.protocol in ("file", ("file", "local")) else f"{crawl.warc.split('://')[0]}://"
         warcs = sorted(protocol + p for p in fs.glob(root + "/*.warc.gz")) if fs.exists(root) else []
         out = args.out or f"{crawl.root}/index.cdxj"

@@ -4,13 +4,12 @@ from __future__ import annotations
 import sys
 from datetime import datetime
 
-import fsspec
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldb import new_url_row
-from crawler_lib.crawldir import CrawlDir, CrawlError
+from crawler_lib.crawldir import CrawlDir, CrawlError, fresh_fs
 from crawler_lib.seeds import BadSeedLine, parse_seed_line
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, run_merge
@@ -40,7 +39,7 @@ def _parse_lines(path: str, cfg, now: datetime):
 
 def check_seed_files(seed_files: list[str]) -> None:
     for path in seed_files:
-        fs, local = fsspec.core.url_to_fs(path)
+        fs, local = fresh_fs(path)
         if not fs.isfile(local):
             raise CrawlError(f"cannot read seed file {path}: no such file")
         try:

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 from datetime import datetime
 
-import fsspec
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
 from crawler_lib import status as st
-from crawler_lib.crawldir import CrawlDir
+from crawler_lib.crawldir import CrawlDir, fresh_fs
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import is_delta, read
 
@@ -111,7 +110,7 @@ def duplicates(spark: SparkSession, crawl_dir: str) -> DataFrame:
 def warc_bytes(spark: SparkSession, crawl_dir: str) -> DataFrame:
     """segment_id, files, mb: WARC output per segment (file names start with the segment id)."""
     crawl = CrawlDir(crawl_dir)
-    fs, path = fsspec.core.url_to_fs(crawl.warc)
+    fs, path = fresh_fs(crawl.warc)
     rows = []
     if fs.exists(path):
         for info in fs.ls(path, detail=True):
