@@ -4,6 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 CACHE := .cache
 JARS_STAMP := $(CACHE)/jars/.complete
+S3_JARS_STAMP := $(CACHE)/jars-s3/.complete
 DEPS_STAMP := $(VENV)/.installed
 AIRFLOW_VENV := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
@@ -13,7 +14,7 @@ export CRAWLER_JARS_DIR := $(CURDIR)/$(CACHE)/jars
 export PYSPARK_PYTHON := $(CURDIR)/$(PY)
 export PYSPARK_DRIVER_PYTHON := $(CURDIR)/$(PY)
 
-.PHONY: setup demo test test-unit test-dags bench clean check-java dist
+.PHONY: setup demo test test-unit test-dags test-cluster jars-s3 bench clean check-java dist
 
 setup: check-java $(DEPS_STAMP) $(JARS_STAMP)
 
@@ -30,11 +31,23 @@ $(JARS_STAMP): $(DEPS_STAMP)
 	$(PY) -m crawler_lib.spark.jars --dest $(CACHE)/jars --ivy $(CACHE)/ivy
 	@touch $@
 
+# hadoop-aws and the AWS SDK modules it needs, for a crawl dir on s3a:// (README: "Crawl dir on S3").
+jars-s3: $(S3_JARS_STAMP)
+
+$(S3_JARS_STAMP): $(DEPS_STAMP)
+	$(PY) -m crawler_lib.spark.jars --s3 --dest $(CACHE)/jars-s3 --ivy $(CACHE)/ivy-s3
+	@touch $@
+
 demo: setup
 	$(PY) -m crawler_lib.testweb.demo --crawl-dir $(DEMO_DIR) --cycles $(CYCLES)
 
 test: setup test-dags
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -m "not cluster"
+	@$(MAKE) --no-print-directory test-cluster
+
+# A Spark standalone cluster (master + 2 workers) with the crawl dir on SeaweedFS's S3, all on loopback.
+test-cluster: setup $(S3_JARS_STAMP)
+	$(PY) -m pytest -q -m cluster tests/test_cluster.py
 
 # The Airflow DAG is tested in its own virtualenv: Airflow's Spark provider pulls pyspark-client.
 $(AIRFLOW_STAMP): dags/requirements.txt
@@ -48,9 +61,9 @@ test-dags: $(AIRFLOW_STAMP)
 	  $(AIRFLOW_VENV)/bin/python -m pytest -q --noconftest -p no:cacheprovider tests/dags
 
 test-unit: setup
-	$(PY) -m pytest -q -m "not spark and not e2e"
+	$(PY) -m pytest -q -m "not spark and not e2e and not cluster"
 
-bench: setup
+bench: setup $(S3_JARS_STAMP)
 	$(PY) -m pip install -q -e '.[dev,bench]'
 	$(PY) -m bench
 

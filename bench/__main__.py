@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from importlib.metadata import version
 
-from bench import fetch, parse, politeness, whole_crawl
+from bench import crawldb_s3, fetch, parse, politeness, whole_crawl
 from crawler_lib.config import Config
 
 
@@ -31,6 +31,12 @@ def crawldb_bench() -> dict:
     for line in done.stdout.splitlines():
         if not line.startswith("RESULT "):
             print(line)
+    return json.loads(done.stdout.split("RESULT ", 1)[1])
+
+
+def crawldb_s3_bench() -> dict:
+    """S3 against local disk at 1 M URLs, in its own process (own Spark, SeaweedFS on loopback)."""
+    done = subprocess.run([sys.executable, "-m", "bench.crawldb_s3"], stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.split("RESULT ", 1)[1])
 
 
@@ -95,6 +101,7 @@ def whole_crawl_lines(result: dict) -> list[str]:
 
 def main() -> int:
     stored = crawldb_bench()
+    on_s3 = crawldb_s3_bench()
     polite = politeness.main()
     fetched = fetch.main()
     parsed = parse.main()
@@ -137,7 +144,8 @@ def main() -> int:
         "(goal <= 25%).", "",
         "## Whole crawl side by side with Scrapy, and cycle overhead", "",
         *whole_crawl_lines(crawled), "",
-        "## CrawlDB at scale", "", *crawldb_lines(stored), ""]
+        "## CrawlDB at scale", "", *crawldb_lines(stored), "",
+        "## CrawlDB on S3 against local disk", "", *crawldb_s3.lines(on_s3), ""]
     with open("BENCHMARKS.md", "w", encoding="utf-8") as handle:
         handle.write("\n".join(lines))
     print("wrote BENCHMARKS.md")

@@ -13,6 +13,11 @@ DAG params (editable per run in the trigger form):
   CRAWLER_SCHEDULE        cron or preset (default: @hourly)
   CRAWLER_PY_FILES        comma-separated wheel/zip of the crawler for the executors (`make dist`)
   CRAWLER_SPARK_ARCHIVES  packed Python environment, e.g. crawler-env.tar.gz#environment
+  CRAWLER_SPARK_JARS      comma-separated extra jars, e.g. hadoop-aws and its AWS SDK modules for s3a://
+                          (`make jars-s3`; README "Crawl dir on S3")
+Cluster-wide Spark settings (S3A endpoint and credentials, executor environment) belong in the Airflow
+worker's `$SPARK_CONF_DIR/spark-defaults.conf`, which spark-submit reads; `tests/test_cluster.py` runs
+the steps that way.
 """
 from __future__ import annotations
 
@@ -68,6 +73,7 @@ with DAG(
             conn_id=os.environ.get("CRAWLER_SPARK_CONN_ID", "spark_default"),
             packages=DELTA_PACKAGE,
             py_files=os.environ.get("CRAWLER_PY_FILES") or None,
+            jars=os.environ.get("CRAWLER_SPARK_JARS") or None,
             conf=SPARK_CONF,
             name=f"crawler-{step}",
         )

@@ -17,6 +17,8 @@ from typing import Optional
 
 WEED = shutil.which("weed") or shutil.which("weed", path=str(Path(sys.executable).parent))
 ACCESS_KEY, SECRET_KEY = "crawler-test", "crawler-test-secret"
+ENVIRON_KEYS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
+                "AWS_EC2_METADATA_DISABLED")
 
 
 def _free_port_pair() -> int:
@@ -54,9 +56,7 @@ class SeaweedS3:
     @property
     def environ(self) -> dict:
         """What the crawler's processes read: botocore and s3fs take the endpoint and keys from here."""
-        return {"AWS_ENDPOINT_URL": self.endpoint, "AWS_ACCESS_KEY_ID": ACCESS_KEY,
-                "AWS_SECRET_ACCESS_KEY": SECRET_KEY, "AWS_DEFAULT_REGION": "us-east-1",
-                "AWS_EC2_METADATA_DISABLED": "true"}
+        return dict(zip(ENVIRON_KEYS, (self.endpoint, ACCESS_KEY, SECRET_KEY, "us-east-1", "true")))
 
     def filesystem(self):
         import s3fs
@@ -76,7 +76,7 @@ class SeaweedS3:
             [WEED, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={ports[0]}",
              f"-volume.port={ports[1]}", f"-filer.port={ports[2]}", "-s3", f"-s3.port={self.port}",
              f"-s3.config={config}", "-s3.port.iceberg=0", "-s3.port.lance=0", "-master.telemetry=false",
-             "-master.volumeSizeLimitMB=64"],
+             "-master.volumeSizeLimitMB=64", "-volume.max=0"],
             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         log.close()
         deadline = time.monotonic() + 60

@@ -90,3 +90,12 @@ def test_the_built_wheel_ships_conf_default_yaml(tmp_path):
     with zipfile.ZipFile(wheel) as archive:
         shipped = archive.read("crawler_lib/default.yaml")
     assert shipped == (ROOT / "conf" / "default.yaml").read_bytes()
+
+
+def test_jars_given_in_spark_conf_are_added_to_deltas():
+    from crawler_lib.spark.session import delta_jars, session_settings
+
+    cfg = Config.load(overrides=["spark.conf.spark.jars=/opt/jars/hadoop-aws.jar,/opt/jars/s3.jar"])
+    jars = session_settings(cfg)["spark.jars"].split(",")
+    assert jars[-2:] == ["/opt/jars/hadoop-aws.jar", "/opt/jars/s3.jar"]
+    assert [j for j in jars if "delta-spark" in j] == [j for j in delta_jars() if "delta-spark" in j] != []

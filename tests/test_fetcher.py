@@ -10,12 +10,7 @@ import pytest
 
 from crawler_lib import status as st
 from crawler_lib.fetcher import fetch_partition
-
-
-def rows_for(urls, **extra):
-    from crawler_lib.urls import host_key
-    return [dict(url=u, host_key=host_key(u), version=1, lease_id="seg", priority=1.0, depth=0, **extra)
-            for u in urls]
+from tests.helpers import assert_polite, rows_for
 
 
 def run(cfg, rows, tmp_path, attempt=0, journal_dir=None):
@@ -24,17 +19,6 @@ def run(cfg, rows, tmp_path, attempt=0, journal_dir=None):
     for kind, row in out:
         by_kind[kind].append(row)
     return by_kind
-
-
-def assert_polite(log, delay, max_in_flight=1):
-    starts = defaultdict(list)
-    for entry in log:
-        starts[entry["host_key"]].append(entry["start"])
-        assert entry["in_flight"] <= max_in_flight
-    for host, times in starts.items():
-        times.sort()
-        gaps = [b - a for a, b in zip(times, times[1:])]
-        assert all(g >= delay - 0.01 for g in gaps), (host, gaps)
 
 
 def test_fetches_obey_robots_and_delay(cfg, test_web, tmp_path):

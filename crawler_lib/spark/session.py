@@ -36,6 +36,10 @@ BASE_SETTINGS = {
     # generate 44 s with, 66 s without; updatedb 98 s with, 168 s without (a small crawl's cycle pays
     # ~20% for them). BENCHMARKS.md has the current figures.
     "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
+    # Delta rebuilds a table's snapshot from its log in this many tasks (its default, 50, is sized for
+    # tables of millions of files). A crawl touches each table's snapshot a few dozen times per cycle:
+    # on a two-executor cluster, 50 tasks each time cost a 1-URL cycle ~100 s of 160 s.
+    "spark.databricks.delta.snapshotPartitions": "8",
 }
 
 # Embedded default (local master): a laptop-sized session that never leaves loopback.
@@ -77,9 +81,9 @@ def _launcher_conf() -> Optional[SparkConf]:
     return None
 
 
-def get_spark(app_name: str, cfg: Optional[Mapping] = None,
-              overrides: Optional[Mapping[str, str]] = None) -> SparkSession:
-    """The session for a job; `overrides` (tests) win over config, the launcher wins over both."""
+def session_settings(cfg: Optional[Mapping] = None,
+                     overrides: Optional[Mapping[str, str]] = None) -> dict[str, str]:
+    """The settings this project gives a session it creates: `overrides` (tests) win over config."""
     settings: dict[str, str] = dict(BASE_SETTINGS)
     settings.update(DELTA_SETTINGS)
     settings["spark.master"] = os.environ.get("MASTER") or (cfg["spark.master"] if cfg else "local[*]")
@@ -96,8 +100,16 @@ def get_spark(app_name: str, cfg: Optional[Mapping] = None,
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     if cfg:
         settings.update({k: str(v) for k, v in cfg["spark.conf"].items()})
+        if jars and "spark.jars" in cfg["spark.conf"]:  # more jars (hadoop-aws, ...): Delta's stay
+            settings["spark.jars"] = ",".join(jars + [str(cfg["spark.conf"]["spark.jars"])])
     settings.update(overrides or {})
+    return settings
 
+
+def get_spark(app_name: str, cfg: Optional[Mapping] = None,
+              overrides: Optional[Mapping[str, str]] = None) -> SparkSession:
+    """The session for a job; `overrides` (tests) win over config, the launcher wins over both."""
+    settings = session_settings(cfg, overrides)
     launcher = _launcher_conf()
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():

@@ -47,3 +47,10 @@ def test_arguments_render_to_the_job_command_line(dag, conf):
         argv = [jinja2.Template(a).render(params=params) for a in dag.get_task(step).application_args]
         expected = ["--crawl-dir", "s3a://bucket/crawl"] + (["--top-n", "5000"] if step == "generate" else [])
         assert argv == expected + ["--conf", conf]
+
+
+def test_extra_jars_for_object_storage_come_from_the_environment(monkeypatch):
+    jars = "/opt/jars/org.apache.hadoop_hadoop-aws-3.4.1.jar,/opt/jars/software.amazon.awssdk_s3-2.57.8.jar"
+    monkeypatch.setenv("CRAWLER_SPARK_JARS", jars)
+    dag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False).dags["crawl_cycle"]
+    assert {dag.get_task(step).jars for step in STEPS} == {jars}
