@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 
-
 from crawler_lib.cdxj import write_index
 from crawler_lib.crawldir import CrawlDir, fresh_fs
 from crawler_lib.robots import RobotsPolicy

@@ -1,7 +1,42 @@
-"""Helpers shared by test modules: fetch-list row builders and the server-log politeness check."""
+"""Helpers shared by test modules: fetch-list row builders, the server-log politeness check, and
+ports for the servers the tests start."""
 from __future__ import annotations
 
+import random
+import socket
 from collections import defaultdict
+from pathlib import Path
+
+_handed_out: set[int] = set()
+
+
+def _ephemeral_floor() -> int:
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+def free_port(*also_free_at: int) -> int:
+    """A loopback port that is free now, with `port + offset` free too for each offset.
+
+    Drawn below the kernel's ephemeral range: a port from bind(0) can be taken by any outgoing
+    connection (a server's own clients included) before the server binds it."""
+    ceiling = _ephemeral_floor() - max(also_free_at, default=0)
+    for _ in range(500):
+        port = random.randrange(10000, ceiling)
+        wanted = [port, *(port + offset for offset in also_free_at)]
+        if _handed_out.intersection(wanted):
+            continue
+        try:
+            for candidate in wanted:
+                with socket.socket() as probe:
+                    probe.bind(("127.0.0.1", candidate))
+        except OSError:
+            continue
+        _handed_out.update(wanted)
+        return port
+    raise RuntimeError(f"no free loopback port below {ceiling}")
 
 
 def rows_for(urls, **extra):

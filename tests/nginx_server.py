@@ -20,15 +20,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from tests.helpers import free_port
+
 NGINX = shutil.which("nginx") or ("/usr/sbin/nginx" if os.path.exists("/usr/sbin/nginx") else None)
 LOG_FORMAT = ('$msec $request_time $server_addr $host $status $limit_req_status "$request_method" "$request_uri" '
               '"$sent_http_content_encoding"')
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
 
 
 @dataclass

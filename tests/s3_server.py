@@ -7,34 +7,20 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from tests.helpers import free_port
 
 WEED = shutil.which("weed") or shutil.which("weed", path=str(Path(sys.executable).parent))
 ACCESS_KEY, SECRET_KEY = "crawler-test", "crawler-test-secret"
 ENVIRON_KEYS = ("AWS_ENDPOINT_URL", "AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_DEFAULT_REGION",
                 "AWS_EC2_METADATA_DISABLED")
-
-
-def _free_port_pair() -> int:
-    """A port p with p + 10000 free too (SeaweedFS serves gRPC there)."""
-    for _ in range(200):
-        with socket.socket() as probe:
-            probe.bind(("127.0.0.1", 0))
-            port = probe.getsockname()[1]
-        if port + 10000 < 65536:
-            with socket.socket() as grpc:
-                try:
-                    grpc.bind(("127.0.0.1", port + 10000))
-                    return port
-                except OSError:
-                    continue
-    raise RuntimeError("no free port pair for SeaweedFS")
 
 
 @dataclass
@@ -58,6 +44,23 @@ class SeaweedS3:
         """What the crawler's processes read: botocore and s3fs take the endpoint and keys from here."""
         return dict(zip(ENVIRON_KEYS, (self.endpoint, ACCESS_KEY, SECRET_KEY, "us-east-1", "true")))
 
+    @contextmanager
+    def client_environment(self):
+        """This process as a cluster's driver: botocore and s3fs read the endpoint and keys from the
+        environment, and no s3fs instance made before (or after) outlives it."""
+        import fsspec
+        import pytest
+
+        s3fs_class = fsspec.get_filesystem_class("s3")
+        with pytest.MonkeyPatch.context() as patch:
+            for key, value in self.environ.items():
+                patch.setenv(key, value)
+            s3fs_class.clear_instance_cache()
+            try:
+                yield self
+            finally:
+                s3fs_class.clear_instance_cache()
+
     def filesystem(self):
         import s3fs
 
@@ -69,8 +72,7 @@ class SeaweedS3:
         config = self.root / "s3.json"
         config.write_text(json.dumps({"identities": [{"name": "crawler", "credentials": [
             {"accessKey": ACCESS_KEY, "secretKey": SECRET_KEY}], "actions": ["Admin", "Read", "Write", "List"]}]}))
-        self.port = _free_port_pair()
-        ports = [_free_port_pair() for _ in range(3)]
+        self.port, *ports = (free_port(10000) for _ in range(4))  # SeaweedFS serves gRPC at port + 10000
         log = open(self.root / "weed.log", "wb")
         self.process = subprocess.Popen(
             [WEED, "server", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1", f"-master.port={ports[0]}",

@@ -12,7 +12,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.nginx_server import free_port
+from tests.helpers import free_port
 
 
 def spark_home() -> Path:

@@ -27,7 +27,7 @@ from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.session import delta_jars
 from crawler_lib.testweb.server import TestWeb
 from tests.helpers import assert_polite
-from tests.s3_server import ACCESS_KEY, ENVIRON_KEYS, SECRET_KEY, WEED, SeaweedS3
+from tests.s3_server import ACCESS_KEY, SECRET_KEY, WEED, SeaweedS3
 from tests.spark_cluster import StandaloneCluster
 
 REPO = Path(__file__).resolve().parents[1]
@@ -118,13 +118,11 @@ class Cluster:
 def crawled(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
     previous_handler = signal.signal(signal.SIGTERM, _interrupt)  # a killed run still stops what it started
-    saved = {k: os.environ.get(k) for k in ENVIRON_KEYS}
     run = None
     try:
         with SeaweedS3(root / "s3") as s3, StandaloneCluster(root / "spark") as spark, \
-                TestWeb(hosts=3, pages_per_host=4, lifetime_s=1800) as web:
-            os.environ.update(s3.environ)  # this process reads the WARC files on S3 through s3fs
-            fsspec.filesystem("s3").clear_instance_cache()
+                TestWeb(hosts=3, pages_per_host=4, lifetime_s=1800) as web, \
+                s3.client_environment():  # this process reads the WARC files on S3 through s3fs
             run = Cluster(root, s3, spark, web)
             seeds = root / "seeds.txt"
             seeds.write_text("\n".join(web.seeds()) + "\n")
@@ -138,12 +136,6 @@ def crawled(tmp_path_factory):
             yield run
     finally:
         signal.signal(signal.SIGTERM, previous_handler)
-        for key, value in saved.items():
-            if value is None:
-                os.environ.pop(key, None)
-            else:
-                os.environ[key] = value
-        fsspec.filesystem("s3").clear_instance_cache()
         if run is not None:
             print("cluster step times (s):", json.dumps(run.times), file=sys.stderr)
 

@@ -16,7 +16,8 @@ from crawler_lib.spark.tables import read
 from jobs import crawl as crawl_job
 from jobs import stats as stats_job
 from tests.conftest import TEST_SETTINGS
-from tests.nginx_server import NGINX, Nginx, Site, free_port
+from tests.helpers import free_port
+from tests.nginx_server import NGINX, Nginx, Site
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e,
               pytest.mark.skipif(NGINX is None, reason="nginx is not installed (Debian package: nginx)")]

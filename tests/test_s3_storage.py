@@ -1,9 +1,6 @@
 """The Python side of the crawler on a real object store (SeaweedFS's S3 gateway on loopback, with
 authentication on): driver listings see what another client wrote behind their back, and a fetch task
 writes its WARC files and its journal there, in parts, and resumes from them."""
-import os
-
-import fsspec
 import pytest
 
 from crawler_lib.crawldir import CrawlDir
@@ -18,19 +15,8 @@ pytestmark = pytest.mark.skipif(WEED is None, reason="SeaweedFS is not installed
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
     pytest.importorskip("s3fs", reason="s3fs is not installed (PyPI package: s3fs)")
-    with SeaweedS3(tmp_path_factory.mktemp("s3")) as server:
-        saved = {k: os.environ.get(k) for k in server.environ}
-        os.environ.update(server.environ)  # as a cluster's driver and executors get them
-        fsspec.filesystem("s3").clear_instance_cache()
-        try:
-            yield server
-        finally:
-            for key, value in saved.items():
-                if value is None:
-                    os.environ.pop(key, None)
-                else:
-                    os.environ[key] = value
-            fsspec.filesystem("s3").clear_instance_cache()
+    with SeaweedS3(tmp_path_factory.mktemp("s3")) as server, server.client_environment():
+        yield server
 
 
 def test_the_keys_are_checked(s3):
