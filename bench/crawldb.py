@@ -130,7 +130,7 @@ def build_crawldb(spark, path: str, total: int, skewed: bool) -> None:
     bucket = F.col("id") % 10
     df = (spark.range(total)
           .withColumn("host_key", F.when(F.col("id") < big, F.lit("http://big.example"))
-                      .otherwise(F.format_string("http://host%d.example", F.xxhash64("id") % hosts)))
+                      .otherwise(F.format_string("http://host%d.example", F.pmod(F.xxhash64("id"), F.lit(hosts)))))
           .withColumn("url", F.format_string("%s/section%d/article-%d.html", "host_key", F.col("id") % 50, "id"))
           .withColumn("status", F.when(bucket < 6, "unfetched").when(bucket < 9, "fetched").otherwise("gone"))
           .withColumn("next_fetch_at", F.when(bucket < 6, due).when(bucket < 9, F.when(F.col("id") % 2 == 0, due)
@@ -201,6 +201,7 @@ def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: 
     spark.conf.set(DV_DEFAULT, str(deletion_vectors).lower())  # tables created in this case
     with Meter() as built:
         build_crawldb(spark, crawl.crawldb, total, skewed)
+    hosts = read(spark, crawl.crawldb).select("host_key").distinct().count()
     with Meter() as gen:
         stats = generate.run(spark, cfg, crawl.root, top_n=TOP_N, now=NOW)
     big_host = (read(spark, crawl.segment(stats["segment"], "fetchlist"))
@@ -209,7 +210,8 @@ def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: 
     with Meter() as upd:
         applied = updatedb.run(spark, cfg, crawl.root, stats["segment"], now=NOW + timedelta(minutes=30))
     spark.conf.set(DV_DEFAULT, "true")
-    case = {"total": total, "skewed": skewed, "deletion_vectors": deletion_vectors, "build_s": built.wall, "leased": stats["urls"],
+    case = {"total": total, "skewed": skewed, "deletion_vectors": deletion_vectors, "build_s": built.wall, "hosts": hosts,
+            "leased": stats["urls"],
             "big_host_leased": big_host, "generate_wall_s": gen.wall, "generate_cpu_s": gen.cpu,
             "updatedb_wall_s": upd.wall, "updatedb_cpu_s": upd.cpu, "applied": applied["applied"],
             "inserted": applied["new_urls"]}

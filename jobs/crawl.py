@@ -18,7 +18,7 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
     CrawlDir(crawl_dir).require()
     history = []
     for cycle in range(1, cycles + 1):
-        timer = _StepTimer()
+        timer = _StepTimer(spark, cycle)
         generated = timer.run("generate", generate.run, spark, cfg, crawl_dir, top_n)
         if generated["segment"] is None:
             report(f"cycle {cycle}/{cycles}: no URLs due; stopping")
@@ -32,7 +32,8 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
                        "hosts": generated["hosts"], "fetched": fetched["by_outcome"],
                        "requests": fetched["requests"], "outlinks": parsed["outlinks"],
                        "new_urls": updated["new_urls"], "elapsed_s": round(elapsed, 1),
-                       "step_s": {k: round(v, 2) for k, v in timer.seconds.items()}}
+                       "step_s": {k: round(v, 2) for k, v in timer.seconds.items()},
+                       "step_spark_jobs": timer.spark_jobs}
         history.append(cycle_stats)
         steps = " ".join(f"{k} {v:.1f}s" for k, v in timer.seconds.items())
         report(f"cycle {cycle}/{cycles} segment {segment}: generated {generated['urls']} URLs "
@@ -45,15 +46,25 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
 
 
 class _StepTimer:
-    def __init__(self):
+    """Times each step of a cycle and counts its Spark jobs (the step is their job group, which also
+    names them in Spark's UI): on small segments each job costs about a second, whatever its size."""
+
+    def __init__(self, spark, cycle: int):
+        self.context, self.cycle = spark.sparkContext, cycle
         self.seconds: dict[str, float] = {}
+        self.spark_jobs: dict[str, int] = {}
 
     def run(self, name, fn, *args):
+        group = f"crawl cycle {self.cycle} {name}"
+        self.context.setJobGroup(group, group)
         started = time.monotonic()
         try:
             return fn(*args)
         finally:
             self.seconds[name] = time.monotonic() - started
+            self.spark_jobs[name] = len(self.context.statusTracker().getJobIdsForGroup(group))
+            self.context.setLocalProperty("spark.jobGroup.id", None)
+            self.context.setLocalProperty("spark.job.description", None)
 
 
 class Crawl(CrawlJob):

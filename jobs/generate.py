@@ -1,31 +1,34 @@
 """generate: lease due URLs into a new segment's fetch list, one host per fetch partition.
 
 Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
-in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Ranked by priority (then depth, then age) and capped per host (generate.max_per_host,
-or the host's policy) and in total (generate.top_n); URLs matching exclusions.patterns or disallowed
-by the host's fresh cached robots.txt are marked (blocked / robots_denied) instead of leased.
-A host's fetch partition is a stable hash of its IP address (last resolved, or its IP literal or
-`http.resolve` pin: hosts sharing one go together, `generate.place_by_ip`), else of its host key; a host whose robots.txt redirects to another
-host is placed with that host (so one task owns both). Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list,
-then the URL leases (CrawlDB MERGE: version+1, lease_id = segment id, lease expiry: the commit
-point). A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb
+in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Selected by the
+frontier rules (crawler_lib.spark.frontier: priority, each host's share and capacity, top_n). URLs
+matching exclusions.patterns or disallowed by the host's fresh cached robots.txt are marked (blocked /
+robots_denied) instead of leased, and the selection is made again to fill their slots
+(generate.screen_rounds). A host's fetch partition is a stable hash of its IP address (last
+resolved, or its IP literal or `http.resolve` pin: hosts sharing one go together,
+`generate.place_by_ip`), else of its host key; a host whose robots.txt redirects to another host is
+placed with that host (so one task owns both). Writes, in order: the host leases (HostDB,
+conditional: one live owner per host), the fetch list, then the URL leases (CrawlDB MERGE:
+version+1, lease_id = segment id, lease expiry: the commit point). A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb
 ignores (versions do not match) and host leases that expire; after it, leases expire and the URLs
 return to the pool.
 """
 from __future__ import annotations
 
+import math
 import sys
+from collections import Counter
 from datetime import datetime, timedelta
 from typing import Optional
 
 from pyspark.sql import functions as F
-from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldb import NEVER, screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.schema import sql_timestamp
-from crawler_lib.spark import schemas
+from crawler_lib.spark import frontier, schemas
 from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
 from crawler_lib.urls import HOST_KEY_IP_REGEX, HOST_KEY_NAME_REGEX, UrlFilter
 from jobs.base import CrawlJob, utc_now
@@ -40,42 +43,34 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     top_n = top_n or cfg["generate.top_n"]
-    crawldb = read(spark, crawl.crawldb)
     hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF()
-    now_lit = F.lit(now).cast("timestamp_ntz")
-
-    unavailable_hosts = hostdb.filter(
-        ((F.col("lease_id").isNotNull()) & (F.col("lease_expires_at") > now_lit))
-        | (F.col("backoff_until") > now_lit)).select("host_key")
-    due = (crawldb
-           .filter((F.col("next_fetch_at") <= now_lit) & (F.col("status") != st.BLOCKED))
-           .filter(F.col("lease_id").isNull() | (F.col("lease_expires_at") <= now_lit))
-           .join(unavailable_hosts, "host_key", "left_anti"))
-    per_host = Window.partitionBy("host_key").orderBy(
-        F.col("priority").desc(), F.col("depth").asc(), F.col("next_fetch_at").asc(), F.col("url"))
-    # Per-host page budget: the configured one, or the host's operator policy (`crawler host-policy`).
-    # The literal bound lets Spark keep only that many rows per host before sorting a huge host.
-    default_budget = min(cfg["generate.max_per_host"], cfg["limits.max_pages_per_host"])
-    budgets = hostdb.filter(F.col("policy_max_pages").isNotNull()).select("host_key", "policy_max_pages")
-    largest_budget = max(default_budget, budgets.agg(F.max("policy_max_pages")).first()[0] or 0)
-    selected = (due.withColumn("_host_rank", F.row_number().over(per_host))
-                .filter(F.col("_host_rank") <= largest_budget)
-                .join(F.broadcast(budgets), "host_key", "left")
-                .filter(F.col("_host_rank") <= F.coalesce("policy_max_pages", F.lit(default_budget)))
-                .orderBy(F.col("priority").desc(), F.col("_host_rank").asc(), F.col("url"))
-                .limit(top_n))
-
     segment_id = new_segment_id(now)
     partitions = fetch_partitions(spark, cfg)
-    candidates = _with_placement(selected, hostdb, cfg).select(
-        "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
-        "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
-        "last_modified",
-        F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"), "_robots_host"
-    ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-    candidates, refused = _screen(spark, cfg, crawl, candidates, hostdb, now)
+    refused: Counter = Counter()
+    # A URL that the screen refuses is marked, so it is no longer due: select again, wider, until
+    # top_n fetchable URLs are found, nothing was refused, or every due URL has been screened.
+    limit = top_n
+    for _ in range(cfg["generate.screen_rounds"]):
+        selected = frontier.select_due(_due(spark, crawl, hostdb, now), hostdb, cfg, limit)
+        candidates = _with_placement(selected, hostdb, cfg).select(
+            "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
+            "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
+            "last_modified",
+            F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"),
+            "_robots_host", "_share"
+        ).localCheckpoint()  # freeze the selection: every step below must see the same rows
+        candidates, counts = _screen(spark, cfg, crawl, candidates, hostdb, now)
+        refused.update(counts)
+        allowed = candidates.count()
+        screened = allowed + sum(counts.values())
+        if not counts or allowed >= top_n or screened < limit:
+            break
+        limit = min(20 * top_n, math.ceil(top_n * screened / max(allowed, 1)))
+    if allowed > top_n:
+        candidates = candidates.orderBy(*frontier.segment_order()).limit(top_n).localCheckpoint()
+    candidates = candidates.drop("_share")
     denied, excluded = refused.get(st.ROBOTS_DENIED, 0), refused.get(st.BLOCKED, 0)
-    if candidates.isEmpty():
+    if allowed == 0:
         return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied,
                 "excluded": excluded}
 
@@ -114,6 +109,18 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
     return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions,
             "robots_denied": denied, "excluded": excluded}
+
+
+def _due(spark, crawl: CrawlDir, hostdb, now: datetime):
+    """URLs to fetch now (read afresh: the screen of a round before may have marked some)."""
+    now_lit = F.lit(now).cast("timestamp_ntz")
+    unavailable_hosts = hostdb.filter(
+        ((F.col("lease_id").isNotNull()) & (F.col("lease_expires_at") > now_lit))
+        | (F.col("backoff_until") > now_lit)).select("host_key")
+    return (read(spark, crawl.crawldb)
+            .filter((F.col("next_fetch_at") <= now_lit) & (F.col("status") != st.BLOCKED))
+            .filter(F.col("lease_id").isNull() | (F.col("lease_expires_at") <= now_lit))
+            .join(unavailable_hosts, "host_key", "left_anti"))
 
 
 def _with_placement(selected, hostdb, cfg):

@@ -34,7 +34,7 @@ REPO = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 S3_JARS = sorted(str(p) for p in (REPO / ".cache" / "jars-s3").glob("*.jar"))
 DELAY = 0.2
-STEP_TIMEOUT_S = 300
+STEP_TIMEOUT_S = 600  # a crawl of 2 cycles takes ~250 s on 2 busy cores
 
 pytestmark = [
     pytest.mark.cluster,

@@ -92,18 +92,15 @@ def test_generate_with_nothing_due_writes_no_segment(spark, cfg, tmp_path):
 def test_generate_never_leases_a_path_cached_robots_disallow(spark, cfg, tmp_path):
     from datetime import datetime, timedelta
 
-    from crawler_lib.spark import schemas
-
     crawl = str(tmp_path / "crawl")
     inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [
         "http://a.com/ok", "http://a.com/private/x", "http://b.com/private/y"])])
     fresh = datetime.utcnow() + timedelta(hours=1)
-    hosts = spark.createDataFrame([
+    _write_hostdb(spark, crawl, [
         {"host_key": "http://a.com", "robots_status": "ok", "robots_body": "User-agent: *\nDisallow: /private\n",
-         "robots_expires_at": fresh, "consecutive_failures": 0},
+         "robots_expires_at": fresh},
         {"host_key": "http://b.com", "robots_status": "ok", "robots_body": "User-agent: *\nDisallow: /private\n",
-         "robots_expires_at": datetime(2000, 1, 1), "consecutive_failures": 0}], schemas.host_state())
-    hosts.write.format("delta").mode("overwrite").save(CrawlDir(crawl).hostdb)
+         "robots_expires_at": datetime(2000, 1, 1)}])
     stats = generate.run(spark, cfg, crawl)
     assert stats["robots_denied"] == 1
     leased = {r.url for r in read(spark, CrawlDir(crawl).segment(stats["segment"], "fetchlist")).collect()}
@@ -276,3 +273,53 @@ def test_generate_leaves_a_host_whose_robots_host_another_segment_owns(spark, cf
     assert listed == {"http://c.example/"}
     rows = {r.url: r for r in read(spark, CrawlDir(crawl).crawldb).collect()}
     assert rows["http://a.example/"].lease_id is None and rows["http://a.example/"].status == "unfetched"
+
+
+def _write_hostdb(spark, crawl, rows):
+    from crawler_lib.spark import schemas
+
+    defaults = {"consecutive_failures": 0}
+    spark.createDataFrame([{**defaults, **r} for r in rows], schemas.host_state()) \
+        .write.format("delta").mode("overwrite").save(CrawlDir(crawl).hostdb)
+
+
+def test_generate_fills_the_slots_of_urls_its_robots_screen_refuses(spark, cfg, tmp_path):
+    from datetime import datetime, timedelta
+
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [
+        *(f"http://a.com/private/p{i}\tpriority=5" for i in range(10)),
+        *(f"http://a.com/ok{i}" for i in range(10)), *(f"http://b.com/x{i}" for i in range(5))])])
+    _write_hostdb(spark, crawl, [{"host_key": "http://a.com", "robots_status": "ok",
+                                  "robots_body": "User-agent: *\nDisallow: /private\n",
+                                  "robots_expires_at": datetime.utcnow() + timedelta(hours=1)}])
+    stats = generate.run(spark, cfg.with_overrides(generate__top_n=8), crawl)
+    leased = [r.url for r in read(spark, CrawlDir(crawl).segment(stats["segment"], "fetchlist")).collect()]
+    # The 8 best-ranked URLs are all disallowed: their slots go to the next fetchable ones.
+    assert (stats["urls"], len(leased), stats["robots_denied"]) == (8, 8, 10)
+    assert not any("/private/" in url for url in leased)
+    statuses = {r.url: r.status for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    assert sum(status == "robots_denied" for status in statuses.values()) == 10
+
+
+def test_generate_shares_top_n_by_due_urls_up_to_each_hosts_capacity(spark, cfg, tmp_path):
+    lines = [f"http://big.com/p{i}" for i in range(40)] + [f"http://s{h}.com/p{i}" for h in range(10) for i in range(2)]
+
+    def per_host(crawl, settings):
+        stats = generate.run(spark, settings, crawl)
+        fetchlist = read(spark, CrawlDir(crawl).segment(stats["segment"], "fetchlist"))
+        return {r.host_key: r["n"] for r in fetchlist.groupBy("host_key").agg(F.count("*").alias("n")).collect()}
+
+    shared = str(tmp_path / "shared")
+    inject.run(spark, cfg, shared, [write_seeds(tmp_path / "s.txt", lines)])
+    counts = per_host(shared, cfg.with_overrides(generate__top_n=20))
+    # Two thirds of the due URLs are big.com's: it gets half the slots, not one per round over hosts,
+    # and every small host still gets one.
+    assert counts.pop("http://big.com") == 10 and counts == {f"http://s{h}.com": 1 for h in range(10)}
+
+    # big.com's Crawl-delay of 2 s allows 5 requests within a 10 s fetch task: that is its capacity.
+    capped = str(tmp_path / "capped")
+    inject.run(spark, cfg, capped, [write_seeds(tmp_path / "s.txt", lines)])
+    _write_hostdb(spark, capped, [{"host_key": "http://big.com", "crawl_delay_s": 2.0}])
+    counts = per_host(capped, cfg.with_overrides(generate__top_n=20, fetcher__time_limit_s=10.0))
+    assert counts.pop("http://big.com") == 5 and sum(counts.values()) == 15
