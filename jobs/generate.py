@@ -10,9 +10,9 @@ resolved, or its IP literal or `http.resolve` pin: hosts sharing one go together
 `generate.place_by_ip`), else of its host key; a host whose robots.txt redirects to another host is
 placed with that host (so one task owns both). Writes, in order: the host leases (HostDB,
 conditional: one live owner per host), the fetch list, then the URL leases (CrawlDB MERGE:
-version+1, lease_id = segment id, lease expiry: the commit point). A crash before the URL-lease commit leaves an orphan fetch list whose results updatedb
-ignores (versions do not match) and host leases that expire; after it, leases expire and the URLs
-return to the pool.
+version+1, lease_id = segment id, lease expiry: the commit point). A crash before the URL-lease
+commit leaves an orphan fetch list whose results updatedb ignores (versions do not match) and host
+leases that expire; after it, leases expire and the URLs return to the pool.
 """
 from __future__ import annotations
 
