@@ -166,9 +166,13 @@ class PartitionFetcher:
         loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self.cfg["fetcher.journal_interval_s"])
-            lines = self.journal.take_buffer()
-            await loop.run_in_executor(self.writer_thread, self.archiver.writer.close)
-            await loop.run_in_executor(self.writer_thread, self.journal.write_part, lines)
+            # Taken and handed to the writer thread in one step: when the fetch ends (and this task is
+            # cancelled) during the checkpoint, the thread still writes them before the task closes.
+            await loop.run_in_executor(self.writer_thread, self._checkpoint, self.journal.take_buffer())
+
+    def _checkpoint(self, lines: list[str]) -> None:
+        self.archiver.writer.close()
+        self.journal.write_part(lines)
 
     # ---------------------------------------------------------------- per host
     async def _run_host(self, host: HostQueue) -> None:
