@@ -54,7 +54,7 @@ def crawldb_lines(result: dict) -> list[str]:
              f"generate leases {result['top_n']:,} URLs, then updatedb applies a synthetic segment answering each "
              f"with a 200 and {result['outlinks']} new links ({result['top_n']:,} results, "
              f"{result['top_n'] * result['outlinks']:,} new URLs). CPU = the Python driver + the Spark JVM + its "
-             "Python workers (/proc of the process tree). Tables with deletion vectors (our default; the last "
+             "Python workers (/proc of the process tree). The CrawlDB with deletion vectors (our default; the last "
              "paragraph compares).",
              "", *rows, ""]
     if "growth" in result:
@@ -68,8 +68,8 @@ def crawldb_lines(result: dict) -> list[str]:
                  f"spread evenly (goal <= +20%) and yields {skewed['big_host_leased']} URLs of the segment (its capacity: "
                  f"`generate.max_per_host` = {result['max_per_host']}).")
     plain, with_dv = result["without_deletion_vectors"], skewed
-    lines.append(f"Deletion vectors (`spark.databricks.delta.properties.defaults.enableDeletionVectors`, on by "
-                 f"default) at {plain['total']:,} URLs, skewed: generate "
+    lines.append(f"Deletion vectors on the CrawlDB (`delta.enableDeletionVectors`, set when it is created) at "
+                 f"{plain['total']:,} URLs, skewed: generate "
                  f"{plain['generate_wall_s']:.1f} s without, {with_dv['generate_wall_s']:.1f} s with "
                  f"({with_dv['generate_wall_s'] / plain['generate_wall_s'] - 1:+.0%}); updatedb "
                  f"{plain['updatedb_wall_s']:.1f} s without, {with_dv['updatedb_wall_s']:.1f} s with "

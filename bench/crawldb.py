@@ -120,7 +120,7 @@ class Meter:
         self.wall, self.cpu = time.perf_counter() - self.wall, tree_cpu_s(os.getpid(), EXCLUDED_ROOTS) - self.cpu
 
 
-def build_crawldb(spark, path: str, total: int, skewed: bool) -> None:
+def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: bool = True) -> None:
     from pyspark.sql import functions as F
 
     from crawler_lib.spark import schemas
@@ -153,7 +153,9 @@ def build_crawldb(spark, path: str, total: int, skewed: bool) -> None:
     schema = schemas.url_state()
     df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
                      for f in schema.fields])
-    df.write.format("delta").mode("overwrite").save(path)
+    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
+    properties = CRAWLDB_PROPERTIES if deletion_vectors else {}
+    df.write.format("delta").mode("overwrite").options(**properties).save(path)
 
 
 def synthetic_segment(spark, crawl, segment_id: str) -> None:
@@ -188,9 +190,6 @@ def synthetic_segment(spark, crawl, segment_id: str) -> None:
               crawl.segment(segment_id, "hostupdates"))
 
 
-DV_DEFAULT = "spark.databricks.delta.properties.defaults.enableDeletionVectors"
-
-
 def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: bool = True) -> dict:
     from pyspark.sql import functions as F
 
@@ -198,9 +197,8 @@ def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: 
     from crawler_lib.spark.tables import read
     from jobs import generate, updatedb
     crawl = CrawlDir(os.path.join(root, f"{total}-{'skewed' if skewed else 'even'}-{deletion_vectors}"))
-    spark.conf.set(DV_DEFAULT, str(deletion_vectors).lower())  # tables created in this case
     with Meter() as built:
-        build_crawldb(spark, crawl.crawldb, total, skewed)
+        build_crawldb(spark, crawl.crawldb, total, skewed, deletion_vectors)
     hosts = read(spark, crawl.crawldb).select("host_key").distinct().count()
     with Meter() as gen:
         stats = generate.run(spark, cfg, crawl.root, top_n=TOP_N, now=NOW)
@@ -209,7 +207,6 @@ def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: 
     synthetic_segment(spark, crawl, stats["segment"])
     with Meter() as upd:
         applied = updatedb.run(spark, cfg, crawl.root, stats["segment"], now=NOW + timedelta(minutes=30))
-    spark.conf.set(DV_DEFAULT, "true")
     case = {"total": total, "skewed": skewed, "deletion_vectors": deletion_vectors, "build_s": built.wall, "hosts": hosts,
             "leased": stats["urls"],
             "big_host_leased": big_host, "generate_wall_s": gen.wall, "generate_cpu_s": gen.cpu,

@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import ensure_table
+from crawler_lib.spark.tables import crawldb_table, ensure_table
 from crawler_lib.urls import UrlRejected, host_key, normalize
 from jobs.base import CrawlJob, utc_now
 
@@ -104,7 +104,7 @@ class Unblock(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        table = ensure_table(spark, CrawlDir(args.crawl_dir).crawldb, schemas.url_state())
+        table = crawldb_table(spark, CrawlDir(args.crawl_dir).crawldb)
         condition = (F.col("status") == st.BLOCKED) & F.col("url").rlike(args.pattern)
         if args.reason:
             condition &= F.col("reason") == args.reason

@@ -21,8 +21,7 @@ from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir
-from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import ensure_table, run_merge
+from crawler_lib.spark.tables import crawldb_table, run_merge
 from jobs.base import CrawlJob
 
 BLOCKS, BLOCK_BITS = 4, 16
@@ -67,7 +66,7 @@ def find_duplicates(pages, max_distance: int):
 
 def run(spark, cfg, crawl_dir: str) -> dict:
     crawl = CrawlDir(crawl_dir).require()
-    table = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    table = crawldb_table(spark, crawl.crawldb)
     crawldb = table.toDF()
     pages = crawldb.filter((F.col("status") == st.FETCHED) & F.col("content_digest").isNotNull()).select(
         "url", "content_digest", "simhash", "first_seen_at")

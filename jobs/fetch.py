@@ -4,10 +4,11 @@ Partitioning is structural: rows are placed by their `fetch_partition` (a stable
 chosen by generate) with an identity partitioner, so a host's URLs are all in one task and that
 task's per-host state is the host's only owner. The job's single Spark action writes
 `segments/<id>/fetch_output` (the commit point); the per-URL results (`fetch`), the host updates
-(`hostupdates`) and the audit log (`<crawl>/fetchlog`) are derived from it. Re-running after the
-commit point only re-derives; it never fetches again. Before it, each task journals what it does
-under `segments/<id>/journal/` (crawler_lib.journal): a retried task or a rerun resumes from there,
-keeps what the dead attempt answered (its WARC records are referenced) and asks nothing twice.
+(`hostupdates`) and the audit log (`<crawl>/fetchlog`, appended once per segment) are derived from
+it. Re-running after the commit point only re-derives; it never fetches again. Before it, each task
+journals what it does under `segments/<id>/journal/` (crawler_lib.journal): a retried task or a
+rerun resumes from there, keeps what the dead attempt answered (its WARC records are referenced) and
+asks nothing twice.
 """
 from __future__ import annotations
 
@@ -85,9 +86,11 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     overwrite(output.filter("kind = 'url'").select("url_result.*"), crawl.segment(segment_id, "fetch"))
     overwrite(output.filter("kind = 'host'").select("host_result.*"), crawl.segment(segment_id, "hostupdates"))
     requests = output.filter("kind = 'request'").select("request.*")
-    fetchlog = ensure_table(spark, crawl.fetchlog, schemas.request_log())
-    (fetchlog.alias("t").merge(requests.alias("s"), "t.request_id = s.request_id")
-     .whenNotMatchedInsertAll().execute())
+    ensure_table(spark, crawl.fetchlog, schemas.request_log())
+    # Appended once per segment: Delta skips a write whose (txnAppId, txnVersion) it has committed,
+    # so a rerun adds nothing, and no cycle reads the whole, ever-growing log (as a MERGE would).
+    (requests.write.format("delta").mode("append")
+     .option("txnAppId", f"fetch {segment_id}").option("txnVersion", 0).save(crawl.fetchlog))
 
     counts = output.groupBy("kind", "url_result.outcome", "url_result.http_status").count().collect()
     by_outcome = {(r.outcome, r.http_status): r["count"] for r in counts if r.kind == "url"}

@@ -29,7 +29,7 @@ from crawler_lib.crawldb import NEVER, screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.schema import sql_timestamp
 from crawler_lib.spark import frontier, schemas
-from crawler_lib.spark.tables import ensure_table, overwrite, read, run_merge
+from crawler_lib.spark.tables import crawldb_table, ensure_table, overwrite, read, run_merge
 from crawler_lib.urls import HOST_KEY_IP_REGEX, HOST_KEY_NAME_REGEX, UrlFilter
 from jobs.base import CrawlJob, utc_now
 
@@ -96,14 +96,14 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     fetchlist_path = crawl.segment(segment_id, "fetchlist")
     overwrite(fetchlist.repartition(partitions, "fetch_partition"), fetchlist_path)
     fetchlist = read(spark, fetchlist_path)
-    crawldb_table = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    crawldb = crawldb_table(spark, crawl.crawldb)
     leased = run_merge(
-        crawldb_table.alias("t").merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
+        crawldb.alias("t").merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
         .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
     ).get("num_updated_rows", 0)
     listed, hosts = fetchlist.agg(F.count("*"), F.countDistinct("host_key")).first()
     if leased != listed:  # another job changed some rows since selection: keep only what we leased
-        mine = crawldb_table.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
+        mine = crawldb.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
         overwrite(fetchlist.join(mine, ["url", "version"], "left_semi").localCheckpoint()
                   .repartition(partitions, "fetch_partition"), fetchlist_path)
         hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
@@ -164,7 +164,7 @@ def _screen(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
     if counts:
         recheck = F.lit(now + timedelta(seconds=cfg["robots.cache_ttl_s"])).cast("timestamp_ntz")
         denied = F.col("s.verdict") == st.ROBOTS_DENIED
-        run_merge(ensure_table(spark, crawl.crawldb, schemas.url_state()).alias("t")
+        run_merge(crawldb_table(spark, crawl.crawldb).alias("t")
                   .merge(refused.alias("s"), "t.url = s.url AND t.version = s.version - 1")
                   .whenMatchedUpdate(set={
                       "status": F.col("s.verdict"),

@@ -12,7 +12,7 @@ from crawler_lib.crawldb import new_url_row
 from crawler_lib.crawldir import CrawlDir, CrawlError, fresh_fs
 from crawler_lib.seeds import BadSeedLine, parse_seed_line
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import ensure_table, run_merge
+from crawler_lib.spark.tables import crawldb_table, run_merge
 from crawler_lib.urls import UrlFilter
 from jobs.base import CrawlJob, utc_now
 
@@ -68,7 +68,7 @@ def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None 
     rows = spark.createDataFrame(parsed.filter(lambda r: r[0] == "ok").map(lambda r: r[2]), schemas.url_state())
     best = Window.partitionBy("url").orderBy(F.col("priority").desc())
     seeds = rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
-    crawldb = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    crawldb = crawldb_table(spark, crawl.crawldb)
     if due_now:  # never a blocked URL, never one leased to a running segment, never later than it was;
         # s.first_seen_at is this inject's `now`
         refresh = (f"t.status != '{st.BLOCKED}' AND (t.lease_id IS NULL OR t.lease_expires_at <= s.first_seen_at)"

@@ -21,7 +21,7 @@ from crawler_lib.crawldb import NEVER, URL_STATE_COLUMNS, apply_fetch, discovere
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import ensure_table, is_delta, read, run_merge
+from crawler_lib.spark.tables import crawldb_table, ensure_table, is_delta, read, run_merge
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
@@ -95,10 +95,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
             raise CrawlError(f"segment {segment_id} has no {part} output (run fetch and parse first)")
     fetch = read(spark, crawl.segment(segment_id, "fetch"))
     parse = read(spark, crawl.segment(segment_id, "parse"))
-    crawldb_table = ensure_table(spark, crawl.crawldb, schemas.url_state())
+    crawldb = crawldb_table(spark, crawl.crawldb)
 
     # 1. Apply results to the rows this segment leased.
-    leased = crawldb_table.toDF().filter(F.col("lease_id") == segment_id)
+    leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)
     keys = ["url", "version", "lease_id"]
     joined = (leased.alias("c")
               .join(fetch.alias("f"), keys)
@@ -135,11 +135,11 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                   .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
                   .select("url", "c.*"))
     discovered = _bound_growth(cfg, spark.createDataFrame(
-        candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb_table.toDF())
+        candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb.toDF())
     # One MERGE (one commit) applies the results and inserts the new URLs.
     source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
     counts = run_merge(
-        crawldb_table.alias("t").merge(source.alias("s"), "t.url = s.url")
+        crawldb.alias("t").merge(source.alias("s"), "t.url = s.url")
         .whenMatchedUpdate(condition=f"NOT s._new AND t.version = s.version AND t.lease_id = '{segment_id}'",
                            set={c: f"s.{c}" for c in URL_STATE_COLUMNS})
         .whenNotMatchedInsert(condition="s._new", values={c: f"s.{c}" for c in URL_STATE_COLUMNS}))
@@ -154,7 +154,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                 .filter(F.col("lastmod").isNotNull()).groupBy("url")
                 .agg(F.least(F.max("lastmod"), now_lit).alias("lastmod")))
     refreshed = 0 if modified.isEmpty() else run_merge(  # most segments hold no sitemap: skip the scan
-        crawldb_table.alias("t").merge(modified.alias("s"), "t.url = s.url")
+        crawldb.alias("t").merge(modified.alias("s"), "t.url = s.url")
         .whenMatchedUpdate(condition=f"t.status = '{st.FETCHED}' AND t.lease_id IS NULL AND "
                                      f"t.last_fetch_at < s.lastmod AND t.next_fetch_at > {sql_timestamp(now)}",
                            set={"next_fetch_at": now_lit})).get("num_updated_rows", 0)

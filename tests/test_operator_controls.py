@@ -6,7 +6,7 @@ from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import ensure_table, read
+from crawler_lib.spark.tables import crawldb_table, ensure_table, read
 from jobs import generate, inject
 from jobs.base import utc_now
 from jobs.control import HostPolicy, Unblock
@@ -26,7 +26,7 @@ def rows(spark, crawl, table="crawldb"):
 def test_priority_inject_mid_crawl_is_generated_next_ahead_of_links(spark, cfg, tmp_path):
     crawl = str(tmp_path / "crawl")
     inject.run(spark, cfg, crawl, [seeds(tmp_path / "s.txt", [f"http://a.com/link{i}" for i in range(6)])])
-    table = ensure_table(spark, CrawlDir(crawl).crawldb, schemas.url_state())
+    table = crawldb_table(spark, CrawlDir(crawl).crawldb)
     later = utc_now() + timedelta(days=20)
     table.update(F.col("url") == "http://a.com/link0",  # a page fetched earlier, not due for 20 days
                  {"status": F.lit("fetched"), "next_fetch_at": F.lit(later).cast("timestamp_ntz")})

@@ -43,6 +43,23 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
     assert priorities == {"http://a.com/x": 2.5, "http://c.com/": 9.0}
 
 
+def test_only_the_crawldb_has_deletion_vectors(spark, cfg, tmp_path):
+    """Its MERGEs touch rows in every file (without them each rewrites the table); on the small or
+    wholly written tables they only add Spark jobs."""
+    from delta.tables import DeltaTable
+
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", ["http://a.com/"])])
+    segment = generate.run(spark, cfg, crawl)["segment"]
+
+    def deletion_vectors(path):
+        return DeltaTable.forPath(spark, path).detail().first().properties.get("delta.enableDeletionVectors")
+
+    assert deletion_vectors(CrawlDir(crawl).crawldb) == "true"
+    assert deletion_vectors(CrawlDir(crawl).hostdb) is None
+    assert deletion_vectors(CrawlDir(crawl).segment(segment, "fetchlist")) is None
+
+
 def test_inject_keeps_filtered_urls_as_blocked(spark, tmp_path, cfg):
     strict = cfg.with_overrides(limits__max_query_params=1)
     seeds = write_seeds(tmp_path / "s.txt", ["http://a.com/?a=1&b=2"])
@@ -190,14 +207,14 @@ def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path
     from datetime import datetime, timedelta
 
     from crawler_lib.spark import schemas
-    from crawler_lib.spark.tables import ensure_table, overwrite
+    from crawler_lib.spark.tables import crawldb_table, overwrite
     from jobs import updatedb
 
     now = datetime(2026, 11, 30, 12)
     crawl = str(tmp_path / "crawl")
     pages = ["http://a.com/changed", "http://a.com/same", "http://a.com/future"]
     inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", pages + ["http://a.com/sitemap.xml"])])
-    ensure_table(spark, CrawlDir(crawl).crawldb, schemas.url_state()).update(
+    crawldb_table(spark, CrawlDir(crawl).crawldb).update(
         F.col("url").isin(*pages), {"status": F.lit("fetched"), "last_fetch_at": F.lit(now - timedelta(days=10)),
                                     "next_fetch_at": F.lit(now + timedelta(days=20))})
     segment = "20261130110000-abcdef"

@@ -31,11 +31,6 @@ BASE_SETTINGS = {
     # Python workers: fetch tasks hold sockets, not rows; keep them alive between tasks.
     "spark.python.worker.reuse": "true",
     "spark.databricks.delta.schema.autoMerge.enabled": "false",
-    # New tables get deletion vectors (as on Databricks): a cycle's leases and results touch rows in
-    # every file, and without them each MERGE rewrites the whole CrawlDB. Measured at 10 M URLs:
-    # generate 44 s with, 66 s without; updatedb 98 s with, 168 s without (a small crawl's cycle pays
-    # ~20% for them). BENCHMARKS.md has the current figures.
-    "spark.databricks.delta.properties.defaults.enableDeletionVectors": "true",
     # Delta rebuilds a table's snapshot from its log in this many tasks (its default, 50, is sized for
     # tables of millions of files). A crawl touches each table's snapshot a few dozen times per cycle:
     # on a two-executor cluster, 50 tasks each time made a 1-URL cycle 160 s long, 8 tasks 102 s.

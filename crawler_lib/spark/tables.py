@@ -5,9 +5,19 @@ commit exists, never half.
 """
 from __future__ import annotations
 
+from typing import Mapping
+
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
+
+from crawler_lib.spark import schemas
+
+# Deletion vectors on the CrawlDB alone: a cycle's leases and results touch rows in every one of its
+# files, and without them each MERGE rewrites the whole table (10 M URLs: generate 44 s with, 66 s
+# without; updatedb 98 s with, 168 s without). The other tables are small, written whole or only
+# appended to, where they only add Spark jobs: on all tables they made a 200-URL cycle 13-26% slower.
+CRAWLDB_PROPERTIES = {"delta.enableDeletionVectors": "true"}
 
 
 def is_delta(spark: SparkSession, path: str) -> bool:
@@ -22,11 +32,17 @@ def overwrite(df: DataFrame, path: str) -> None:
     df.write.format("delta").mode("overwrite").option("overwriteSchema", "true").save(path)
 
 
-def ensure_table(spark: SparkSession, path: str, schema: StructType) -> DeltaTable:
-    """The Delta table at `path`, created empty if absent; columns added to the schema since the table
-    was made are added to it (null in old rows), so a crawl dir outlives upgrades."""
+def crawldb_table(spark: SparkSession, path: str) -> DeltaTable:
+    return ensure_table(spark, path, schemas.url_state(), CRAWLDB_PROPERTIES)
+
+
+def ensure_table(spark: SparkSession, path: str, schema: StructType,
+                 properties: Mapping[str, str] = {}) -> DeltaTable:
+    """The Delta table at `path`, created empty (with table `properties`) if absent; columns added to
+    the schema since the table was made are added to it (null in old rows), so a crawl dir outlives
+    upgrades."""
     if not is_delta(spark, path):
-        spark.createDataFrame([], schema).write.format("delta").mode("ignore").save(path)
+        spark.createDataFrame([], schema).write.format("delta").mode("ignore").options(**properties).save(path)
     table = DeltaTable.forPath(spark, path)
     existing = set(table.toDF().columns)
     missing = [f for f in schema.fields if f.name not in existing]
