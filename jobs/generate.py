@@ -43,7 +43,9 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     top_n = top_n or cfg["generate.top_n"]
-    hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF()
+    hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
+    crawldb = crawldb_table(spark, crawl.crawldb)
+    hostdb = hostdb_table.toDF()
     segment_id = new_segment_id(now)
     partitions = fetch_partitions(spark, cfg)
     refused: Counter = Counter()
@@ -59,7 +61,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
             F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"),
             "_robots_host", "_share"
         ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-        candidates, counts = _screen(spark, cfg, crawl, candidates, hostdb, now)
+        candidates, counts = _screen(spark, cfg, crawldb, candidates, hostdb, now)
         refused.update(counts)
         allowed = candidates.count()
         screened = allowed + sum(counts.values())
@@ -77,7 +79,6 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     # 1. Host leases: a host is owned by at most one live segment (conditional MERGE; Delta's
     #    conflict detection makes one of two concurrent generates fail rather than both win).
     expires = F.lit(now + timedelta(seconds=cfg["generate.lease_s"])).cast("timestamp_ntz")
-    hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
     #    A host whose robots.txt lives on another host is fetched only if this segment owns both.
     lease_hosts = candidates.select("host_key").union(candidates.select(F.col("_robots_host").alias("host_key")))
     (hostdb_table.alias("t")
@@ -96,7 +97,6 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     fetchlist_path = crawl.segment(segment_id, "fetchlist")
     overwrite(fetchlist.repartition(partitions, "fetch_partition"), fetchlist_path)
     fetchlist = read(spark, fetchlist_path)
-    crawldb = crawldb_table(spark, crawl.crawldb)
     leased = run_merge(
         crawldb.alias("t").merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
         .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
@@ -145,7 +145,7 @@ def _with_placement(selected, hostdb, cfg):
             .withColumn("_placement", F.coalesce(F.concat(F.lit("ip:"), address), F.col("_robots_host"))))
 
 
-def _screen(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
+def _screen(spark, cfg, crawldb, candidates, hostdb, now: datetime):
     """Drop candidates that an exclusion or the host's fresh cached robots.txt forbid, and mark them
     (blocked / robots_denied) instead, so such a URL never gets a lease. One row per host crosses
     into Python, not one per URL."""
@@ -164,7 +164,7 @@ def _screen(spark, cfg, crawl: CrawlDir, candidates, hostdb, now: datetime):
     if counts:
         recheck = F.lit(now + timedelta(seconds=cfg["robots.cache_ttl_s"])).cast("timestamp_ntz")
         denied = F.col("s.verdict") == st.ROBOTS_DENIED
-        run_merge(crawldb_table(spark, crawl.crawldb).alias("t")
+        run_merge(crawldb.alias("t")
                   .merge(refused.alias("s"), "t.url = s.url AND t.version = s.version - 1")
                   .whenMatchedUpdate(set={
                       "status": F.col("s.verdict"),
