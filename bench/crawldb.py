@@ -124,6 +124,7 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
     from pyspark.sql import functions as F
 
     from crawler_lib.spark import schemas
+    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
     hosts = max(1, total // URLS_PER_HOST)
     big = int(total * SKEWED_SHARE) if skewed else 0
     due, later = F.lit(NOW - timedelta(hours=1)), F.lit(NOW + timedelta(days=10))
@@ -153,7 +154,6 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
     schema = schemas.url_state()
     df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
                      for f in schema.fields])
-    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
     properties = CRAWLDB_PROPERTIES if deletion_vectors else {}
     df.write.format("delta").mode("overwrite").options(**properties).save(path)
 

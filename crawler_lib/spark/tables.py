@@ -5,7 +5,7 @@ commit exists, never half.
 """
 from __future__ import annotations
 
-from typing import Mapping
+from typing import Mapping, Optional
 
 from delta.tables import DeltaTable
 from pyspark.sql import DataFrame, SparkSession
@@ -38,12 +38,12 @@ def crawldb_table(spark: SparkSession, path: str) -> DeltaTable:
 
 
 def ensure_table(spark: SparkSession, path: str, schema: StructType,
-                 properties: Mapping[str, str] = {}) -> DeltaTable:
+                 properties: Optional[Mapping[str, str]] = None) -> DeltaTable:
     """The Delta table at `path`, created empty (with table `properties`) if absent; columns added to
     the schema since the table was made are added to it (null in old rows), so a crawl dir outlives
     upgrades."""
     if not is_delta(spark, path):
-        spark.createDataFrame([], schema).write.format("delta").mode("ignore").options(**properties).save(path)
+        spark.createDataFrame([], schema).write.format("delta").mode("ignore").options(**(properties or {})).save(path)
     table = DeltaTable.forPath(spark, path)
     existing = set(table.toDF().columns)
     missing = [f for f in schema.fields if f.name not in existing]
