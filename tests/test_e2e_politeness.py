@@ -1,13 +1,14 @@
 """End to end politeness: two back-to-back cycles over hosts with a Crawl-delay, a failing
 robots.txt and 429 throttling; the test web's own log (start, end, in-flight) is the witness."""
 from collections import defaultdict
+from types import SimpleNamespace
 
 import pytest
 
 from crawler_lib.config import Config
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.tables import read
-from crawler_lib.testweb.server import TestWeb
+from crawler_lib.testweb.process import local_test_web, read_log
 from jobs import crawl as crawl_job
 from tests.conftest import TEST_SETTINGS
 
@@ -22,11 +23,14 @@ def crawled(spark, tmp_path_factory):
     root = tmp_path_factory.mktemp("politeness")
     profiles = {CRAWL_DELAY_HOST: {"crawl_delay": 0.6}, BROKEN_ROBOTS_HOST: {"robots_status": 503},
                 THROTTLED_HOST: {"throttle_every": 3, "retry_after": RETRY_AFTER_S}}
-    with TestWeb(hosts=4, pages_per_host=6, lifetime_s=900, profiles=profiles) as web:
+    # The test web in its own process: sharing this one's GIL (and the Spark driver's py4j threads), its
+    # log stamped a request's start up to tens of milliseconds late, so a gap looked short.
+    with local_test_web(str(root), 4, 6, profiles=profiles) as (host_keys, log_path, _pid):
         seeds = root / "seeds.txt"
-        seeds.write_text("\n".join(h + "/" for h in web.host_keys) + "\n")
+        seeds.write_text("\n".join(h + "/" for h in host_keys) + "\n")
         lines = []
         crawl_job.run(spark, cfg, str(root / "crawl"), 2, seeds=[str(seeds)], report=lines.append)
+        web = SimpleNamespace(host_keys=host_keys, log=read_log(log_path))
         yield {"cfg": cfg, "web": web, "dir": str(root / "crawl"), "lines": lines}
 
 

@@ -1,4 +1,5 @@
-"""The local test web in its own process (benchmarks and memory tests: the peer must not share our GIL or heap)."""
+"""The local test web in its own process (benchmarks, memory and timing tests: the peer must not share
+our GIL or heap, or its log stamps requests late)."""
 from __future__ import annotations
 
 import json
@@ -7,18 +8,20 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from typing import Optional
 
 
 @contextmanager
 def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: float = 900,
-                   hostile: bool = False, realistic_sizes: bool = False):
+                   hostile: bool = False, realistic_sizes: bool = False, profiles: Optional[dict] = None):
     """Yields (host keys, request-log path, server pid)."""
     seeds = os.path.join(directory, "testweb-seeds.txt")
     log_path = os.path.join(directory, "testweb-log.jsonl")
     process = subprocess.Popen(
         [sys.executable, "-m", "crawler_lib.testweb.server", "--hosts", str(hosts), "--pages-per-host",
          str(pages_per_host), "--seeds", seeds, "--log", log_path, "--lifetime-s", str(lifetime_s)]
-        + (["--hostile"] if hostile else []) + (["--realistic-sizes"] if realistic_sizes else []),
+        + (["--hostile"] if hostile else []) + (["--realistic-sizes"] if realistic_sizes else [])
+        + (["--profiles", json.dumps(profiles)] if profiles else []),
         stdout=subprocess.PIPE, text=True)
     try:
         process.stdout.readline()  # "test web: ... stops in ...": the server is up

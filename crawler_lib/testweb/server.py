@@ -319,10 +319,13 @@ def main(argv=None) -> int:
     parser.add_argument("--lifetime-s", type=float, default=600.0)
     parser.add_argument("--hostile", action="store_true", help="host 0 also serves the hostile paths")
     parser.add_argument("--realistic-sizes", action="store_true", help="pad pages to real-web sizes")
+    parser.add_argument("--profiles", default="{}", help='host profiles as JSON, e.g. \'{"1": {"crawl_delay": 0.6}}\'')
     args = parser.parse_args(argv)
+    profiles = {int(index): profile for index, profile in json.loads(args.profiles).items()}
+    if args.hostile:
+        profiles.setdefault(0, {})["hostile"] = True
     web = TestWeb(hosts=args.hosts, pages_per_host=args.pages_per_host, lifetime_s=args.lifetime_s,
-                  log_path=args.log, profiles={0: {"hostile": True}} if args.hostile else {},
-                  realistic_sizes=args.realistic_sizes).start()
+                  log_path=args.log, profiles=profiles, realistic_sizes=args.realistic_sizes).start()
     with open(args.seeds, "w", encoding="utf-8") as handle:
         handle.write("\n".join(key + "/" for key in web.host_keys) + "\n")
     print(f"test web: {' '.join(web.host_keys)}; seeds in {args.seeds}; stops in {args.lifetime_s:g}s",
