@@ -1,18 +1,20 @@
 """CrawlDB row logic: new rows, and the updatedb decision table that applies one fetch result.
 
-updatedb decision table (fetch outcome -> new status, next fetch):
+The decision table is data (`TRANSITIONS`): the first row whose `outcomes`, HTTP status range and
+Location match a result decides. `apply_fetch` reads it in Python; crawler_lib.spark.transitions
+compiles the same rows into Spark Columns (updatedb's MERGE, generate's screen), and a status x
+outcome matrix test checks that both forms agree on every cell. In short:
 
 | outcome / HTTP status          | status        | next_fetch_at                         | failure_count |
 |--------------------------------|---------------|---------------------------------------|---------------|
-| 2xx                            | fetched       | fetched_at + adaptive interval        | 0             |
-| 304                            | fetched       | fetched_at + adaptive interval        | 0             |
-| 3xx with Location              | redirect      | fetched_at + interval                 | 0             |
-| 404, 410, other 4xx (not 429)  | gone          | fetched_at + schedule.gone_interval_s | 0             |
-| 5xx (not 503), 3xx w/o Location, network error after sending | retry, or failed after schedule.max_retries | fetched_at + retry_interval_s * 2^(n-1) | +1 |
-| host_deferred (429, 503, connect failure) | unchanged | unchanged (due; the host's backoff holds it back) | unchanged |
+| not_attempted, host_deferred   | unchanged     | unchanged (still due; a host backoff holds it back) | unchanged |
 | robots_denied                  | robots_denied | fetched_at + robots.cache_ttl_s       | unchanged     |
 | blocked (SSRF guard), excluded | blocked       | never (operator lifts it)             | unchanged     |
-| not_attempted                  | unchanged     | now (back to the pool)                | unchanged     |
+| 2xx                            | fetched       | fetched_at + adaptive interval        | 0             |
+| 304                            | fetched       | fetched_at + longer interval          | 0             |
+| 3xx with Location              | redirect      | fetched_at + interval                 | 0             |
+| 404, 410, other 4xx (not 429)  | gone          | fetched_at + schedule.gone_interval_s | 0             |
+| 3xx w/o Location, 5xx, network error after sending, anything else | retry, or failed after schedule.max_retries | fetched_at + retry_interval_s * 2^(n-1), or + max_interval_s | +1 |
 
 Every applied result clears the lease (lease_id = NULL): that is what makes a second updatedb of the
 same segment a no-op. The adaptive interval shrinks when the content digest changed and grows when
@@ -22,6 +24,7 @@ schedule.high_priority_min stay on schedule.high_priority_interval_s (the daily 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Optional
 
@@ -34,6 +37,74 @@ URL_STATE_COLUMNS = column_names(URL_STATE)
 NEVER = datetime(9999, 12, 31)
 CHANGED_FACTOR = 0.5
 UNCHANGED_FACTOR = 1.5
+
+# Where a transition's reason comes from: the first of its sources that gives one; any other
+# string is the reason itself.
+REASON_SOURCES = {
+    "result": "the fetcher's reason",
+    "http": "http_<status>, for a response",
+    "outcome": "the outcome's name",
+    "truncated": "'truncated' when the body was cut at fetcher.max_body_bytes",
+    "parse_failed": "'parse_failed: <why>' when the parser gave up on the page",
+}
+# When a transition schedules the next fetch (fetched_at + ...).
+NEXT_FETCH = {
+    "unchanged": "keep next_fetch_at",
+    "never": "never (an operator lifts it)",
+    "adaptive": "the interval, x0.5 if the content digest changed, x1.5 if it did not; clamped",
+    "longer": "the interval x1.5 (the server said: not modified); clamped",
+    "interval": "the interval, clamped",
+    "retry_backoff": "schedule.retry_interval_s x 2^(failures-1); schedule.max_interval_s once retries are spent",
+    "robots.cache_ttl_s": "that config key",
+    "schedule.gone_interval_s": "that config key",
+}
+
+
+@dataclass(frozen=True)
+class Transition:
+    """One row of the decision table: the results it takes and what it makes of the URL's row."""
+    name: str
+    outcomes: tuple[str, ...] = ()            # empty: any outcome
+    http_status: Optional[tuple[int, int]] = None  # inclusive range; None: any (or none)
+    except_http_status: tuple[int, ...] = ()
+    with_location: Optional[bool] = None      # the response named a redirect target; None: either
+    status: Optional[str] = None              # None: unchanged
+    status_when_retries_spent: Optional[str] = None  # after more than schedule.max_retries failures
+    reason: tuple[str, ...] = ()              # REASON_SOURCES or literals; () or none given: NULL
+    next_fetch: str = "unchanged"             # NEXT_FETCH
+    failures: str = "unchanged"               # unchanged | reset | count
+    records_attempt: bool = False             # last_fetch_at; a response's status and WARC record
+    keeps_capture: bool = False               # a 304 keeps pointing at the capture with the content
+    takes_content: bool = False               # content type, validators, digest, simhash
+    takes_redirect: bool = False              # redirect_to
+
+
+TRANSITIONS = (
+    Transition("back_to_pool", outcomes=(st.NOT_ATTEMPTED, st.HOST_DEFERRED), reason=("result",)),
+    Transition("robots_denied", outcomes=(st.DENIED_BY_ROBOTS,), status=st.ROBOTS_DENIED,
+               reason=("result", "robots_txt"), next_fetch="robots.cache_ttl_s"),
+    Transition("blocked", outcomes=(st.REFUSED_ADDRESS, st.EXCLUDED), status=st.BLOCKED,
+               reason=("result", "outcome"), next_fetch="never"),
+    Transition("fetched", outcomes=(st.RESPONSE,), http_status=(200, 299), status=st.FETCHED,
+               reason=("truncated", "parse_failed"), next_fetch="adaptive", failures="reset",
+               records_attempt=True, takes_content=True),
+    Transition("not_modified", outcomes=(st.RESPONSE,), http_status=(304, 304), status=st.FETCHED,
+               next_fetch="longer", failures="reset", records_attempt=True, keeps_capture=True),
+    Transition("redirect", outcomes=(st.RESPONSE,), http_status=(300, 399), with_location=True,
+               status=st.REDIRECT, next_fetch="interval", failures="reset", records_attempt=True,
+               takes_redirect=True),
+    Transition("gone", outcomes=(st.RESPONSE,), http_status=(400, 499), except_http_status=(429,),
+               status=st.GONE, reason=("http",), next_fetch="schedule.gone_interval_s", failures="reset",
+               records_attempt=True),
+    Transition("redirect_without_location", outcomes=(st.RESPONSE,), http_status=(300, 399), status=st.RETRY,
+               status_when_retries_spent=st.FAILED, reason=("result", "redirect_without_location"),
+               next_fetch="retry_backoff", failures="count", records_attempt=True),
+    # 5xx (a 429/503 in a segment fetched before host_deferred existed), network errors after the
+    # request was sent, and anything no row above names.
+    Transition("transient", status=st.RETRY, status_when_retries_spent=st.FAILED,
+               reason=("result", "http", "outcome"), next_fetch="retry_backoff", failures="count",
+               records_attempt=True),
+)
 
 
 def url_id(url: str) -> str:
@@ -51,83 +122,99 @@ def new_url_row(url: str, now: datetime, source: str, priority: float = 1.0, dep
     return row
 
 
-def _clamp(seconds: float, cfg) -> int:
-    return int(min(cfg["schedule.max_interval_s"], max(cfg["schedule.min_interval_s"], seconds)))
+def transition_for(result: dict) -> Transition:
+    """The decision table's row for a fetch result (the last row takes whatever no other does)."""
+    http_status, outcome = result.get("http_status"), result.get("outcome")
+    for rule in TRANSITIONS:
+        if rule.outcomes and outcome not in rule.outcomes:
+            continue
+        if rule.http_status is not None:
+            low, high = rule.http_status
+            if http_status is None or not low <= http_status <= high or http_status in rule.except_http_status:
+                continue
+        if rule.with_location is not None and (result.get("redirect_to") is not None) != rule.with_location:
+            continue
+        return rule
+    raise AssertionError("the decision table's last row takes every result")
+
+
+def _reason(rule: Transition, result: dict, parse: Optional[dict]) -> Optional[str]:
+    for source in rule.reason:
+        if source == "result":
+            value = result.get("reason")
+        elif source == "http":
+            value = f"http_{result['http_status']}" if result.get("http_status") is not None else None
+        elif source == "outcome":
+            value = result.get("outcome")
+        elif source == "truncated":
+            value = "truncated" if result.get("truncated") else None
+        elif source == "parse_failed":
+            value = (f"parse_failed: {parse.get('parse_reason')}"
+                     if parse and parse.get("parse_status") == "failed" else None)
+        else:
+            value = source
+        if value is not None:
+            return value
+    return None
+
+
+def next_interval(rule: Transition, state: dict, parse: Optional[dict], cfg) -> int:
+    """The recrawl interval a fetched/not_modified/redirect transition sets (seconds)."""
+    interval = state.get("fetch_interval_s") or cfg["schedule.default_interval_s"]
+    if rule.next_fetch == "adaptive":
+        digest, known = (parse or {}).get("content_digest"), state.get("content_digest")
+        if digest is not None and digest == known:
+            interval = interval * UNCHANGED_FACTOR
+        elif known is not None:
+            interval = interval * CHANGED_FACTOR
+    elif rule.next_fetch == "longer":
+        interval = interval * UNCHANGED_FACTOR
+    interval = int(min(cfg["schedule.max_interval_s"], max(cfg["schedule.min_interval_s"], interval)))
+    if rule.next_fetch != "interval" and (state.get("priority") or 0.0) >= cfg["schedule.high_priority_min"]:
+        interval = cfg["schedule.high_priority_interval_s"]  # the high-value tier stays on its cadence
+    return interval
 
 
 def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
-    """New UrlState after a fetch result whose (url, version, lease_id) matched `state`."""
+    """New UrlState after a fetch result whose (url, version, lease_id) matched `state`; `parse` is
+    the page's parse row, or None."""
+    rule = transition_for(result)
     new = dict(state)
-    new.update(lease_id=None, lease_expires_at=None)
-    outcome = result["outcome"]
+    new.update(lease_id=None, lease_expires_at=None, reason=_reason(rule, result, parse))
     fetched_at: datetime = result["fetched_at"]
-    http_status = result.get("http_status")
-
-    if outcome in (st.NOT_ATTEMPTED, st.HOST_DEFERRED):
-        new["reason"] = result.get("reason")  # next_fetch_at unchanged: still due, back in the pool
-        return new
-    if outcome == st.DENIED_BY_ROBOTS:
-        new.update(status=st.ROBOTS_DENIED, reason=result.get("reason") or "robots_txt",
-                   next_fetch_at=fetched_at + timedelta(seconds=cfg["robots.cache_ttl_s"]))
-        return new
-    if outcome in (st.REFUSED_ADDRESS, st.EXCLUDED):
-        new.update(status=st.BLOCKED, reason=result.get("reason") or outcome, next_fetch_at=NEVER)
-        return new
-
-    new["last_fetch_at"] = fetched_at
-    if outcome == st.RESPONSE:
-        new["http_status"] = http_status
-        if http_status != 304:  # a 304 keeps pointing at the capture that holds the content
-            new.update(warc_filename=result.get("warc_filename"), warc_offset=result.get("warc_offset"),
-                       warc_length=result.get("warc_length"))
-    interval = state.get("fetch_interval_s") or cfg["schedule.default_interval_s"]
-
-    if outcome == st.RESPONSE and (200 <= http_status < 300 or http_status == 304):
-        digest = (parse or {}).get("content_digest")
-        if http_status == 304 or (digest and digest == state.get("content_digest")):
-            interval = interval * UNCHANGED_FACTOR
-        elif state.get("content_digest"):
-            interval = interval * CHANGED_FACTOR
-        interval = _clamp(interval, cfg)
-        if (state.get("priority") or 0.0) >= cfg["schedule.high_priority_min"]:
-            interval = cfg["schedule.high_priority_interval_s"]  # the high-value tier stays on its cadence
-        new.update(status=st.FETCHED, reason=None, failure_count=0, fetch_interval_s=interval,
-                   next_fetch_at=fetched_at + timedelta(seconds=interval))
-        if http_status != 304:
-            new.update(content_type=result.get("content_type"), etag=result.get("etag"),
-                       last_modified=result.get("last_modified"), redirect_to=None)
-            if parse:
-                new.update(content_digest=parse.get("content_digest"), simhash=parse.get("simhash"))
-                if parse.get("parse_status") == "failed":
-                    new["reason"] = f"parse_failed: {parse.get('parse_reason')}"  # fetched, but not parsable
-            if result.get("truncated"):
-                new["reason"] = "truncated"
-        return new
-
-    if outcome == st.RESPONSE and 300 <= http_status < 400 and result.get("redirect_to"):
-        interval = _clamp(interval, cfg)
-        new.update(status=st.REDIRECT, reason=None, failure_count=0, redirect_to=result["redirect_to"],
-                   fetch_interval_s=interval, next_fetch_at=fetched_at + timedelta(seconds=interval))
-        return new
-
-    if outcome == st.RESPONSE and 400 <= http_status < 500 and http_status != 429:
-        new.update(status=st.GONE, reason=f"http_{http_status}", failure_count=0,
-                   next_fetch_at=fetched_at + timedelta(seconds=cfg["schedule.gone_interval_s"]))
-        return new
-
-    # Transient: 5xx (a 429/503 in a segment fetched before host_deferred existed), a redirect
-    # without a usable Location, network errors after the request was sent.
-    failures = (state.get("failure_count") or 0) + 1
-    reason = result.get("reason") or (f"http_{http_status}" if http_status else outcome)
-    if 300 <= (http_status or 0) < 400:
-        reason = result.get("reason") or "redirect_without_location"
-    if failures > cfg["schedule.max_retries"]:
-        new.update(status=st.FAILED, reason=reason, failure_count=failures,
-                   next_fetch_at=fetched_at + timedelta(seconds=cfg["schedule.max_interval_s"]))
-    else:
-        wait = cfg["schedule.retry_interval_s"] * 2 ** (failures - 1)
-        new.update(status=st.RETRY, reason=reason, failure_count=failures,
-                   next_fetch_at=fetched_at + timedelta(seconds=wait))
+    failures = state.get("failure_count") or 0
+    if rule.failures == "reset":
+        new["failure_count"] = 0
+    elif rule.failures == "count":
+        failures += 1
+        new["failure_count"] = failures
+    spent = rule.failures == "count" and failures > cfg["schedule.max_retries"]
+    if rule.status is not None:
+        new["status"] = rule.status_when_retries_spent if spent else rule.status
+    if rule.next_fetch in ("adaptive", "longer", "interval"):
+        new["fetch_interval_s"] = next_interval(rule, state, parse, cfg)
+        new["next_fetch_at"] = fetched_at + timedelta(seconds=new["fetch_interval_s"])
+    elif rule.next_fetch == "retry_backoff":
+        wait = (cfg["schedule.max_interval_s"] if spent
+                else cfg["schedule.retry_interval_s"] * 2 ** (failures - 1))
+        new["next_fetch_at"] = fetched_at + timedelta(seconds=wait)
+    elif rule.next_fetch == "never":
+        new["next_fetch_at"] = NEVER
+    elif rule.next_fetch != "unchanged":
+        new["next_fetch_at"] = fetched_at + timedelta(seconds=cfg[rule.next_fetch])
+    if rule.records_attempt:
+        new["last_fetch_at"] = fetched_at
+        if result.get("outcome") == st.RESPONSE:
+            new["http_status"] = result.get("http_status")
+            if not rule.keeps_capture:
+                new.update({c: result.get(c) for c in ("warc_filename", "warc_offset", "warc_length")})
+    if rule.takes_content:
+        new.update(content_type=result.get("content_type"), etag=result.get("etag"),
+                   last_modified=result.get("last_modified"), redirect_to=None)
+        if parse:
+            new.update(content_digest=parse.get("content_digest"), simhash=parse.get("simhash"))
+    if rule.takes_redirect:
+        new["redirect_to"] = result.get("redirect_to")
     return new
 
 
@@ -145,15 +232,16 @@ def discovered_url_row(url: str, now: datetime, source: str, depth: int, redirec
 
 def screen_candidates(urls: list[str], robots_status: Optional[str], robots_body: Optional[str],
                       robots_fresh: bool, agent: str, url_filter: UrlFilter) -> list[tuple[str, Optional[str]]]:
-    """Generate's last check of one host's candidates: (url, None) to lease, or (url, status) to
-    mark instead: `blocked` for an exclusion, `robots_denied` under the host's fresh cached rules."""
+    """Generate's last check of one host's candidates: (url, None) to lease, or (url, outcome) to
+    mark instead (by the decision table, as if the fetcher had refused it): `excluded` for an
+    exclusion, `robots_denied` under the host's fresh cached rules."""
     policy = RobotsPolicy(robots_status, robots_body or "") if robots_fresh and robots_status else None
     verdicts = []
     for url in urls:
         if url_filter.excluded(url):
-            verdicts.append((url, st.BLOCKED))
+            verdicts.append((url, st.EXCLUDED))
         elif policy is not None and not policy.allowed(url, agent):
-            verdicts.append((url, st.ROBOTS_DENIED))
+            verdicts.append((url, st.DENIED_BY_ROBOTS))
         else:
             verdicts.append((url, None))
     return verdicts

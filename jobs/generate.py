@@ -25,11 +25,12 @@ from typing import Optional
 from pyspark.sql import functions as F
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import NEVER, screen_candidates
+from crawler_lib.crawldb import screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.schema import sql_timestamp
 from crawler_lib.spark import frontier, schemas
 from crawler_lib.spark.tables import crawldb_table, ensure_table, overwrite, read, run_merge
+from crawler_lib.spark.transitions import refused_by_generate
 from crawler_lib.urls import HOST_KEY_IP_REGEX, HOST_KEY_NAME_REGEX, UrlFilter
 from jobs.base import CrawlJob, utc_now
 
@@ -71,7 +72,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     if allowed > top_n:
         candidates = candidates.orderBy(*frontier.segment_order()).limit(top_n).localCheckpoint()
     candidates = candidates.drop("_share")
-    denied, excluded = refused.get(st.ROBOTS_DENIED, 0), refused.get(st.BLOCKED, 0)
+    denied, excluded = refused.get(st.DENIED_BY_ROBOTS, 0), refused.get(st.EXCLUDED, 0)
     if allowed == 0:
         return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied,
                 "excluded": excluded}
@@ -162,14 +163,11 @@ def _screen(spark, cfg, crawldb, candidates, hostdb, now: datetime):
     refused = candidates.join(verdicts.filter(F.col("verdict").isNotNull()), "url")
     counts = {r.verdict: r["count"] for r in refused.groupBy("verdict").count().collect()}
     if counts:
-        recheck = F.lit(now + timedelta(seconds=cfg["robots.cache_ttl_s"])).cast("timestamp_ntz")
-        denied = F.col("s.verdict") == st.ROBOTS_DENIED
+        marked = refused_by_generate(cfg, lambda c: F.col(f"t.{c}"), F.col("s.verdict"),
+                                     F.lit(now).cast("timestamp_ntz"))
         run_merge(crawldb.alias("t")
                   .merge(refused.alias("s"), "t.url = s.url AND t.version = s.version - 1")
-                  .whenMatchedUpdate(set={
-                      "status": F.col("s.verdict"),
-                      "reason": F.when(denied, F.lit("robots_txt")).otherwise(F.lit("excluded")),
-                      "next_fetch_at": F.when(denied, recheck).otherwise(F.lit(NEVER).cast("timestamp_ntz"))}))
+                  .whenMatchedUpdate(set={c: marked[c] for c in ("status", "reason", "next_fetch_at")}))
     allowed = candidates.join(verdicts.filter(F.col("verdict").isNull()), "url", "left_semi").localCheckpoint()
     return allowed, counts
 

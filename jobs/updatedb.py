@@ -17,11 +17,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import NEVER, URL_STATE_COLUMNS, apply_fetch, discovered_url_row
+from crawler_lib.crawldb import NEVER, URL_STATE_COLUMNS, discovered_url_row
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import crawldb_table, ensure_table, is_delta, read, run_merge
+from crawler_lib.spark.transitions import applied_fetch, struct_fields
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
@@ -29,15 +30,6 @@ HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 # What a segment did not learn (robots.txt not asked again, the name not resolved) keeps its known value.
 KEPT_WHEN_UNKNOWN = ("robots_status", "robots_body", "robots_fetched_at", "robots_expires_at", "robots_capture_id",
                      "robots_redirect_host", "crawl_delay_s", "sitemaps", "ip_address")
-
-
-def _apply_task(cfg):
-    def run(rows):
-        for row in rows:
-            parse = row.parse.asDict() if row.parse is not None and row.parse.url is not None else None
-            new = apply_fetch(row.state.asDict(), row.result.asDict(), parse, cfg)
-            yield tuple(new[c] for c in URL_STATE_COLUMNS)
-    return run
 
 
 def _discover_task(cfg, now: datetime):
@@ -97,7 +89,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     parse = read(spark, crawl.segment(segment_id, "parse"))
     crawldb = crawldb_table(spark, crawl.crawldb)
 
-    # 1. Apply results to the rows this segment leased.
+    # 1. Apply results to the rows this segment leased (the decision table, as Columns).
     leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)
     keys = ["url", "version", "lease_id"]
     joined = (leased.alias("c")
@@ -108,7 +100,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                       F.struct("f.*").alias("result"),
                       F.struct("p.url", "p.content_digest", "p.simhash", "p.parse_status", "p.parse_reason")
                       .alias("parse")))
-    updates = spark.createDataFrame(joined.rdd.mapPartitions(_apply_task(cfg)), schemas.url_state())
+    applied = applied_fetch(cfg, struct_fields("state"), struct_fields("result"), struct_fields("parse"))
+    updates = joined.select(*[applied[c].alias(c) for c in URL_STATE_COLUMNS])
 
     # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
     follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
