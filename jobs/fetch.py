@@ -75,7 +75,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         rows = fetchlist.join(hostdb.select("host_key", *HOST_COLUMNS, *POLICY_COLUMNS, F.coalesce(owned, F.lit(False))
                                             .alias("host_owned"), F.col("lease_expires_at").alias("host_lease_expires_at")),
                               "host_key", "left")
-        partitions = max(1, fetchlist.agg(F.max("fetch_partition")).first()[0] + 1) if not fetchlist.isEmpty() else 1
+        last_partition = fetchlist.agg(F.max("fetch_partition")).first()[0]  # None: an empty fetch list
+        partitions = 1 if last_partition is None else max(1, last_partition + 1)
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)
                   .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc,

@@ -35,6 +35,10 @@ from crawler_lib.urls import HOST_KEY_IP_REGEX, HOST_KEY_NAME_REGEX, UrlFilter
 from jobs.base import CrawlJob, utc_now
 
 
+HOST_SELECTION_COLUMNS = ("host_key", "lease_id", "lease_expires_at", "backoff_until", "robots_redirect_host",
+                          "ip_address", "crawl_delay_s", "policy_delay_s", "policy_max_pages")
+
+
 def fetch_partitions(spark, cfg) -> int:
     return cfg["fetcher.partitions"] or spark.sparkContext.defaultParallelism
 
@@ -46,7 +50,8 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     top_n = top_n or cfg["generate.top_n"]
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
     crawldb = crawldb_table(spark, crawl.crawldb)
-    hostdb = hostdb_table.toDF()
+    # What selection reads of each host, read once: the screen rounds below do not change the HostDB.
+    hosts = hostdb_table.toDF().select(*HOST_SELECTION_COLUMNS).localCheckpoint()
     segment_id = new_segment_id(now)
     partitions = fetch_partitions(spark, cfg)
     refused: Counter = Counter()
@@ -54,15 +59,15 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     # top_n fetchable URLs are found, nothing was refused, or every due URL has been screened.
     limit = top_n
     for _ in range(cfg["generate.screen_rounds"]):
-        selected = frontier.select_due(_due(spark, crawl, hostdb, now), hostdb, cfg, limit)
-        candidates = _with_placement(selected, hostdb, cfg).select(
+        selected = frontier.select_due(_due(spark, crawl, hosts, now), hosts, cfg, limit)
+        candidates = _with_placement(selected, hosts, cfg).select(
             "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
             "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
             "last_modified",
             F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"),
             "_robots_host", "_share"
         ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-        candidates, counts = _screen(spark, cfg, crawldb, candidates, hostdb, now)
+        candidates, counts = _screen(spark, cfg, crawldb, candidates, hostdb_table.toDF(), now)
         refused.update(counts)
         allowed = candidates.count()
         screened = allowed + sum(counts.values())

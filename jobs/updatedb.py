@@ -158,22 +158,19 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in KEPT_WHEN_UNKNOWN else F.col(f"s.{c}"))
               for c in HOST_FIELDS}
     release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
-    # Hosts this segment leased but sent no update for (nothing fetched) join as release-only rows.
-    lease_only = (hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
-                  .join(host_updates.select("host_key"), "host_key", "left_anti"))
-    source = (host_updates.withColumn("_release_only", F.lit(False))
-              .unionByName(lease_only.withColumn("_release_only", F.lit(True)), allowMissingColumns=True))
-    (hostdb_table.alias("t").merge(source.alias("s"), "t.host_key = s.host_key")
+    (hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
      .whenMatchedUpdate(
-         condition=f"NOT s._release_only AND (t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}')",
+         condition=f"t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}'",
          set={**values, "updated_by_segment": F.lit(segment_id),
               "lease_id": release.otherwise(F.col("t.lease_id")),
               "lease_expires_at": release.otherwise(F.col("t.lease_expires_at"))})
-     .whenMatchedUpdate(condition=f"t.lease_id = '{segment_id}'",  # release-only, or an older update
+     .whenMatchedUpdate(condition=f"t.lease_id = '{segment_id}'",  # an update older than the host's
                         set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
-     .whenNotMatchedInsert(condition="NOT s._release_only",
-                           values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
+     .whenNotMatchedInsert(values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
                                    "updated_by_segment": F.lit(segment_id)})
+     # Hosts this segment leased but sent no update for (nothing fetched): their leases end too.
+     .whenNotMatchedBySourceUpdate(condition=f"t.lease_id = '{segment_id}'",
+                                   set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
      .execute())
     return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed}
 
