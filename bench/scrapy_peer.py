@@ -1,6 +1,7 @@
 """Scrapy fetching a URL list under the same politeness as our fetcher (run as its own process).
 
-Usage: python -m bench.scrapy_peer URLS_FILE DELAY_S [crawl]  -> prints one JSON line of Scrapy's stats.
+Usage: python -m bench.scrapy_peer URLS_FILE DELAY_S [crawl [MAX_RESPONSES]]  -> prints one JSON line of
+Scrapy's stats. MAX_RESPONSES stops the crawl after that many responses (Scrapy's CLOSESPIDER_PAGECOUNT).
 Same rules as ours: robots.txt obeyed, one request in flight per host, DOWNLOAD_DELAY = our
 politeness.default_delay_s (not randomized), compression on; no WARC writing (Scrapy has none).
 With `crawl`, the URLs are host roots: Scrapy also reads each host's robots.txt sitemaps and
@@ -79,7 +80,8 @@ def main() -> int:
         "CONCURRENT_REQUESTS": 256, "CONCURRENT_REQUESTS_PER_DOMAIN": 1, "CONCURRENT_REQUESTS_PER_IP": 0,
         "LOG_LEVEL": "ERROR", "TELNETCONSOLE_ENABLED": False, "COOKIES_ENABLED": False,
         "DOWNLOAD_MAXSIZE": 2097152, "DOWNLOAD_WARNSIZE": 0, "RETRY_ENABLED": False,
-        "USER_AGENT": "scrapy-bench", "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7"})
+        "USER_AGENT": "scrapy-bench", "REQUEST_FINGERPRINTER_IMPLEMENTATION": "2.7",
+        "CLOSESPIDER_PAGECOUNT": int(sys.argv[4]) if len(sys.argv) > 4 else 0})
     crawler = process.create_crawler(spider)
     cpu_marks = {}  # the crawl alone, without interpreter start and imports (as ours is measured)
 

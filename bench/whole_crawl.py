@@ -1,12 +1,15 @@
 """A whole crawl side by side with Scrapy: the same test web, politeness and robots.txt, start-up counted.
 
-The local test web (its own process) serves HOSTS x PAGES pages with robots.txt and a sitemap. Ours:
-`crawl` from the host roots until nothing is due, local Spark started inside the measurement; CPU
-is the whole process tree (Python driver, Spark JVM, Python workers) from interpreter start. Scrapy:
-the same roots and robots.txt sitemaps, following every link, one request per host in flight,
-DOWNLOAD_DELAY = our delay; its CPU from interpreter start. Pages = 200 responses for pages in the
-test web's own log (robots.txt and sitemaps not counted). Small pages: this measures the crawl
-machinery (scheduling, cycles, start-up), not body handling (the fetch benchmark does that).
+The local test web (its own process) serves the case's hosts x pages with robots.txt (a Disallow) and a
+sitemap. Ours: `crawl` from the host roots, local Spark started inside the measurement; CPU is the
+whole process tree (Python driver, Spark JVM, Python workers) from interpreter start. Scrapy: the same
+roots and robots.txt sitemaps, following every link, one request per host in flight, DOWNLOAD_DELAY =
+our delay, stopped after as many responses as ours got; its CPU from interpreter start. Pages = 200
+responses for pages in the test web's own log (robots.txt and sitemaps not counted).
+
+Two cases: `small` (small pages until nothing is due: the crawl machinery, scheduling, cycles,
+start-up) and `realistic` (issue 14's: 200 hosts x 100 text-dense pages of lognormal size, median
+~60 KB, 20 internal and 3 external links each, 3 cycles of generate.top_n = 4000).
 """
 from __future__ import annotations
 
@@ -18,23 +21,26 @@ import sys
 import tempfile
 import time
 
-HOSTS = int(os.environ.get("BENCH_CRAWL_HOSTS", "100"))
-PAGES = int(os.environ.get("BENCH_CRAWL_PAGES", "200"))
-DELAY_S = 0.05
-MAX_CYCLES = 12
+CASES = {
+    "small": {"hosts": int(os.environ.get("BENCH_CRAWL_HOSTS", "100")),
+              "pages": int(os.environ.get("BENCH_CRAWL_PAGES", "200")),
+              "delay_s": 0.05, "cycles": 12, "top_n": 1_000_000, "realistic": False},
+    "realistic": {"hosts": 200, "pages": 100, "delay_s": 0.1, "cycles": 3, "top_n": 4000, "realistic": True},
+}
 
 
-def our_crawl(seeds: str, crawl_dir: str) -> None:
+def our_crawl(seeds: str, crawl_dir: str, case_name: str) -> None:
     """Runs in its own process; prints the cycle history and the process tree's CPU."""
     from bench.crawldb import jvm_cpu_breakdown, tree_cpu_s
     from crawler_lib.config import Config
     from crawler_lib.spark.session import get_spark
     from jobs import crawl
-    cfg = Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"], "politeness.default_delay_s": DELAY_S,
-                                 "generate.top_n": 1_000_000})
+    case = CASES[case_name]
+    cfg = Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"],
+                                 "politeness.default_delay_s": case["delay_s"], "generate.top_n": case["top_n"]})
     spark = get_spark("bench-whole-crawl", cfg, {"spark.ui.enabled": "false"})
     spark.sparkContext.setLogLevel("ERROR")
-    history = crawl.run(spark, cfg, crawl_dir, MAX_CYCLES, seeds=[seeds], report=lambda line: None)
+    history = crawl.run(spark, cfg, crawl_dir, case["cycles"], seeds=[seeds], report=lambda line: None)
     cycles = [{"fetched": sum(c["fetched"].values()), "elapsed_s": c["elapsed_s"], "fetch_s": c["step_s"]["fetch"]}
               for c in history]
     print("RESULT " + json.dumps({"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid()),
@@ -56,14 +62,19 @@ def _pages(log_path: str) -> int:
     return sum(1 for e in read_log(log_path) if e["path"].startswith("/page/") and e["status"] == 200)
 
 
-def main() -> dict:
+def side_by_side(case_name: str) -> dict:
     from crawler_lib.testweb.process import local_test_web
-    result = {"hosts": HOSTS, "pages_per_host": PAGES, "delay_s": DELAY_S}
-    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES, lifetime_s=1800) as (host_keys, log_path, _pid):
+    case = CASES[case_name]
+    result = {"case": case_name, "hosts": case["hosts"], "pages_per_host": case["pages"], "delay_s": case["delay_s"],
+              "top_n": case["top_n"]}
+    web = {"lifetime_s": 1800, "realistic_crawl": case["realistic"]}
+    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, case["hosts"], case["pages"], **web) as (
+            host_keys, log_path, _pid):
         seeds = os.path.join(tmp, "seeds.txt")
         with open(seeds, "w", encoding="utf-8") as handle:
             handle.write("\n".join(h + "/" for h in host_keys) + "\n")
-        out, wall, _ = _child_cpu([sys.executable, "-m", "bench.whole_crawl", "ours", seeds, f"{tmp}/crawl"])
+        out, wall, _ = _child_cpu([sys.executable, "-m", "bench.whole_crawl", "ours", seeds, f"{tmp}/crawl",
+                                   case_name])
         ours = json.loads(out.split("RESULT ", 1)[1])
         pages = _pages(log_path)
         steady = [c for c in ours["cycles"] if c["fetched"] >= 0.2 * pages] or ours["cycles"]
@@ -71,23 +82,32 @@ def main() -> dict:
                           "cpu_by_part": ours["cpu_by_part"],
                           "pages_per_cpu_s": pages / ours["cpu_s"],
                           "steady_outside_fetch": 1 - sum(c["fetch_s"] for c in steady) / sum(c["elapsed_s"] for c in steady)}
-    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, HOSTS, PAGES, lifetime_s=1800) as (host_keys, log_path, _pid):
+        responses = sum(c["fetched"] for c in ours["cycles"])
+    with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, case["hosts"], case["pages"], **web) as (
+            host_keys, log_path, _pid):
         roots = os.path.join(tmp, "roots.txt")
         with open(roots, "w", encoding="utf-8") as handle:
             handle.write("\n".join(h + "/" for h in host_keys) + "\n")
-        _, wall, cpu = _child_cpu([sys.executable, "-m", "bench.scrapy_peer", roots, str(DELAY_S), "crawl"])
+        _, wall, cpu = _child_cpu([sys.executable, "-m", "bench.scrapy_peer", roots, str(case["delay_s"]), "crawl",
+                                   str(responses)])
         pages = _pages(log_path)
         result["scrapy"] = {"pages": pages, "wall_s": wall, "cpu_s": cpu, "pages_per_cpu_s": pages / cpu}
     result["ratio"] = result["ours"]["pages_per_cpu_s"] / result["scrapy"]["pages_per_cpu_s"]
-    print(f"whole crawl: ours {result['ours']['pages']} pages in {result['ours']['cycles']} cycles, "
+    print(f"whole crawl ({case_name}): ours {result['ours']['pages']} pages in {result['ours']['cycles']} cycles, "
           f"{result['ours']['wall_s']:.0f} s wall, {result['ours']['cpu_s']:.0f} CPU-s; Scrapy {result['scrapy']['pages']} "
           f"pages, {result['scrapy']['wall_s']:.0f} s wall, {result['scrapy']['cpu_s']:.0f} CPU-s; pages/CPU-s ratio "
           f"{result['ratio']:.2f}; steady-state share outside fetch {result['ours']['steady_outside_fetch']:.0%}")
     return result
 
 
+def main() -> dict:
+    return {name: side_by_side(name) for name in CASES}
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["ours"]:
-        our_crawl(sys.argv[2], sys.argv[3])
+        our_crawl(sys.argv[2], sys.argv[3], sys.argv[4])
+    elif sys.argv[1:2] == ["case"]:
+        print(json.dumps(side_by_side(sys.argv[2])))
     else:
         print(json.dumps(main()))

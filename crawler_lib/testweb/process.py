@@ -13,7 +13,8 @@ from typing import Optional
 
 @contextmanager
 def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: float = 900,
-                   hostile: bool = False, realistic_sizes: bool = False, profiles: Optional[dict] = None):
+                   hostile: bool = False, realistic_sizes: bool = False, profiles: Optional[dict] = None,
+                   realistic_crawl: bool = False):
     """Yields (host keys, request-log path, server pid)."""
     seeds = os.path.join(directory, "testweb-seeds.txt")
     log_path = os.path.join(directory, "testweb-log.jsonl")
@@ -21,7 +22,8 @@ def local_test_web(directory: str, hosts: int, pages_per_host: int, lifetime_s: 
         [sys.executable, "-m", "crawler_lib.testweb.server", "--hosts", str(hosts), "--pages-per-host",
          str(pages_per_host), "--seeds", seeds, "--log", log_path, "--lifetime-s", str(lifetime_s)]
         + (["--hostile"] if hostile else []) + (["--realistic-sizes"] if realistic_sizes else [])
-        + (["--profiles", json.dumps(profiles)] if profiles else []),
+        + (["--profiles", json.dumps(profiles)] if profiles else [])
+        + (["--realistic-crawl"] if realistic_crawl else []),
         stdout=subprocess.PIPE, text=True)
     try:
         process.stdout.readline()  # "test web: ... stops in ...": the server is up

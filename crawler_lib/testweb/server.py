@@ -64,6 +64,9 @@ class TestWeb:
     log_path: Optional[str] = None
     # Pad page bodies to the real web's size distribution (median ~138 KB, mean ~240 KB, cap 2 MB).
     realistic_sizes: bool = False
+    # A realistic whole crawl: text-dense pages of lognormal size (median ~60 KB), each linking 20 pages
+    # of its host and 3 of other hosts (the whole-crawl benchmark against Scrapy).
+    realistic_crawl: bool = False
     # Per-host behaviour by host index: {"hostile": True} (serves HOSTILE_PATHS),
     # {"crawl_delay": 0.5} (robots.txt Crawl-delay), {"robots_redirects": 2} (robots.txt redirects twice),
     # {"robots_status": 503} (robots.txt answers that status), {"throttle_every": 3, "retry_after": 2}
@@ -127,6 +130,11 @@ class TestWeb:
         links = ['<a href="/">home</a>'] + [f'<a href="/page/{t}">page {t}</a>' for t in targets]
         other = self.host_key((h + 1) % self.hosts)
         links.append(f'<a href="{other}/page/{(n or 0) % p}">elsewhere</a>')
+        if self.realistic_crawl:
+            rng = random.Random(f"links:{h}:{n}")
+            links += [f'<a href="/page/{t}">page {t}</a>' for t in rng.sample(range(p), min(p, 18))]
+            links += [f'<a href="{self.host_key(rng.randrange(self.hosts))}/page/{rng.randrange(p)}">more</a>'
+                      for _ in range(2)]
         if n is None:
             links += [f'<a href="{path}">{path}</a>' for path in self.SPECIAL_PATHS]
             links.append(f'<a href="{own}/page/0#frag">same page</a>')
@@ -135,9 +143,9 @@ class TestWeb:
             text[len(text) // 2] = "changed"  # one word differs: a near-duplicate of the page
         words = " ".join(text)
         title = f"Host {h} {'home' if n is None else f'page {n}'}"
-        if self.realistic_sizes:
+        if self.realistic_sizes or self.realistic_crawl:
             rng = random.Random(f"size:{h}:{n}")
-            size = min(2_000_000, int(rng.lognormvariate(11.84, 0.95)))
+            size = min(2_000_000, int(rng.lognormvariate(11.0 if self.realistic_crawl else 11.84, 0.95)))
             words += "</p><p>" + " ".join(rng.choices(_VOCABULARY, k=size // 6))[:size]
         return (f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
                 f"<p>{words}</p><nav>{' '.join(links)}</nav></body></html>")
@@ -319,13 +327,16 @@ def main(argv=None) -> int:
     parser.add_argument("--lifetime-s", type=float, default=600.0)
     parser.add_argument("--hostile", action="store_true", help="host 0 also serves the hostile paths")
     parser.add_argument("--realistic-sizes", action="store_true", help="pad pages to real-web sizes")
+    parser.add_argument("--realistic-crawl", action="store_true",
+                        help="text-dense pages (median ~60 KB), 20 internal and 3 external links each")
     parser.add_argument("--profiles", default="{}", help='host profiles as JSON, e.g. \'{"1": {"crawl_delay": 0.6}}\'')
     args = parser.parse_args(argv)
     profiles = {int(index): profile for index, profile in json.loads(args.profiles).items()}
     if args.hostile:
         profiles.setdefault(0, {})["hostile"] = True
     web = TestWeb(hosts=args.hosts, pages_per_host=args.pages_per_host, lifetime_s=args.lifetime_s,
-                  log_path=args.log, profiles=profiles, realistic_sizes=args.realistic_sizes).start()
+                  log_path=args.log, profiles=profiles, realistic_sizes=args.realistic_sizes,
+                  realistic_crawl=args.realistic_crawl).start()
     with open(args.seeds, "w", encoding="utf-8") as handle:
         handle.write("\n".join(key + "/" for key in web.host_keys) + "\n")
     print(f"test web: {' '.join(web.host_keys)}; seeds in {args.seeds}; stops in {args.lifetime_s:g}s",
