@@ -55,8 +55,8 @@ NEXT_FETCH = {
     "longer": "the interval x1.5 (the server said: not modified); clamped",
     "interval": "the interval, clamped",
     "retry_backoff": "schedule.retry_interval_s x 2^(failures-1); schedule.max_interval_s once retries are spent",
-    "robots.cache_ttl_s": "that config key",
-    "schedule.gone_interval_s": "that config key",
+    "robots_recheck": "robots.cache_ttl_s",
+    "gone_recheck": "schedule.gone_interval_s",
 }
 
 
@@ -82,7 +82,7 @@ class Transition:
 TRANSITIONS = (
     Transition("back_to_pool", outcomes=(st.NOT_ATTEMPTED, st.HOST_DEFERRED), reason=("result",)),
     Transition("robots_denied", outcomes=(st.DENIED_BY_ROBOTS,), status=st.ROBOTS_DENIED,
-               reason=("result", "robots_txt"), next_fetch="robots.cache_ttl_s"),
+               reason=("result", "robots_txt"), next_fetch="robots_recheck"),
     Transition("blocked", outcomes=(st.REFUSED_ADDRESS, st.EXCLUDED), status=st.BLOCKED,
                reason=("result", "outcome"), next_fetch="never"),
     Transition("fetched", outcomes=(st.RESPONSE,), http_status=(200, 299), status=st.FETCHED,
@@ -94,7 +94,7 @@ TRANSITIONS = (
                status=st.REDIRECT, next_fetch="interval", failures="reset", records_attempt=True,
                takes_redirect=True),
     Transition("gone", outcomes=(st.RESPONSE,), http_status=(400, 499), except_http_status=(429,),
-               status=st.GONE, reason=("http",), next_fetch="schedule.gone_interval_s", failures="reset",
+               status=st.GONE, reason=("http",), next_fetch="gone_recheck", failures="reset",
                records_attempt=True),
     Transition("redirect_without_location", outcomes=(st.RESPONSE,), http_status=(300, 399), status=st.RETRY,
                status_when_retries_spent=st.FAILED, reason=("result", "redirect_without_location"),
@@ -120,6 +120,12 @@ def new_url_row(url: str, now: datetime, source: str, priority: float = 1.0, dep
                failure_count=0, status=st.BLOCKED if blocked_reason else st.UNFETCHED,
                reason=blocked_reason, next_fetch_at=NEVER if blocked_reason else now)
     return row
+
+
+def recheck_after_s(rule: Transition, cfg) -> float:
+    """Seconds after the fetch for the fixed-delay next-fetch rules (robots_recheck, gone_recheck)."""
+    seconds = {"robots_recheck": cfg["robots.cache_ttl_s"], "gone_recheck": cfg["schedule.gone_interval_s"]}
+    return seconds[rule.next_fetch]
 
 
 def transition_for(result: dict) -> Transition:
@@ -201,7 +207,7 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
     elif rule.next_fetch == "never":
         new["next_fetch_at"] = NEVER
     elif rule.next_fetch != "unchanged":
-        new["next_fetch_at"] = fetched_at + timedelta(seconds=cfg[rule.next_fetch])
+        new["next_fetch_at"] = fetched_at + timedelta(seconds=recheck_after_s(rule, cfg))
     if rule.records_attempt:
         new["last_fetch_at"] = fetched_at
         if result.get("outcome") == st.RESPONSE:

@@ -11,7 +11,8 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import CHANGED_FACTOR, NEVER, TRANSITIONS, UNCHANGED_FACTOR, URL_STATE_COLUMNS, Transition
+from crawler_lib.crawldb import (CHANGED_FACTOR, NEVER, TRANSITIONS, UNCHANGED_FACTOR, URL_STATE_COLUMNS, Transition,
+                                 recheck_after_s)
 from crawler_lib.spark import schemas
 
 Columns = Callable[[str], Column]  # a column of the state, result or parse row by name
@@ -91,7 +92,7 @@ def _effects(rule: Transition, state: Columns, result: Columns, parse: Columns, 
     elif rule.next_fetch == "never":
         out["next_fetch_at"] = F.lit(NEVER).cast("timestamp_ntz")
     elif rule.next_fetch != "unchanged":
-        out["next_fetch_at"] = _plus_seconds(fetched_at, F.lit(cfg[rule.next_fetch]))
+        out["next_fetch_at"] = _plus_seconds(fetched_at, F.lit(recheck_after_s(rule, cfg)))
     if rule.records_attempt:
         out["last_fetch_at"] = fetched_at
         response = result("outcome") == st.RESPONSE
