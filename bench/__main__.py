@@ -101,7 +101,9 @@ def whole_crawl_lines(results: dict) -> list[str]:
             f"**Ours / Scrapy pages per CPU-second = {result['ratio']:.2f}** (goal >= 1). Share of cycle wall time "
             f"outside fetch at steady state {ours['steady_outside_fetch']:.0%} (cycles fetching >= 20% of the pages).",
             "", "Where our CPU-seconds went (threads of the Spark JVM by name, from /proc): "
-            + ", ".join(f"{part} {seconds:.0f}" for part, seconds in ours["cpu_by_part"].items()) + ".", ""]
+            + ", ".join(f"{part} {seconds:.0f}" for part, seconds in ours["cpu_by_part"].items()) + ". JVM CPU of "
+            "Spark tasks by step (event log; Python workers not included): "
+            + ", ".join(f"{step} {seconds:.0f}" for step, seconds in ours["task_cpu_by_step"].items()) + ".", ""]
     return lines
 
 

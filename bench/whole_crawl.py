@@ -38,14 +38,41 @@ def our_crawl(seeds: str, crawl_dir: str, case_name: str) -> None:
     case = CASES[case_name]
     cfg = Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"],
                                  "politeness.default_delay_s": case["delay_s"], "generate.top_n": case["top_n"]})
-    spark = get_spark("bench-whole-crawl", cfg, {"spark.ui.enabled": "false"})
+    event_log = f"{crawl_dir}-eventlog"
+    os.makedirs(event_log)
+    spark = get_spark("bench-whole-crawl", cfg, {"spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
+                                                 "spark.eventLog.compress": "false", "spark.eventLog.dir": event_log})
     spark.sparkContext.setLogLevel("ERROR")
     history = crawl.run(spark, cfg, crawl_dir, case["cycles"], seeds=[seeds], report=lambda line: None)
     cycles = [{"fetched": sum(c["fetched"].values()), "elapsed_s": c["elapsed_s"], "fetch_s": c["step_s"]["fetch"]}
               for c in history]
-    print("RESULT " + json.dumps({"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid()),
-                                  "cpu_by_part": {"Python driver": time.process_time(),
-                                                  **jvm_cpu_breakdown(os.getpid())}}))
+    figures = {"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid()),
+               "cpu_by_part": {"Python driver": time.process_time(), **jvm_cpu_breakdown(os.getpid())}}
+    spark.stop()  # flushes the event log
+    figures["task_cpu_by_step"] = task_cpu_by_step(event_log)
+    print("RESULT " + json.dumps(figures))
+
+
+def task_cpu_by_step(event_log_dir: str) -> dict:
+    """JVM CPU-seconds of Spark tasks by crawl step (Executor CPU Time in the event log; Python workers
+    not included). Jobs outside a cycle's steps are inject's and dedup's."""
+    stage_step, seconds = {}, {}
+    logs = [os.path.join(folder, name) for folder, _, names in os.walk(event_log_dir) for name in sorted(names)
+            if not name.startswith((".", "appstatus"))]  # Spark 4 writes eventlog_v2_<app>/events_<n>_<app>
+    for path in logs:
+        with open(path, encoding="utf-8") as events:
+            for line in events:
+                event = json.loads(line)
+                if event["Event"] == "SparkListenerJobStart":
+                    group = event.get("Properties", {}).get("spark.jobGroup.id") or "inject and dedup"
+                    step = group.split(" ", 3)[-1] if group.startswith("crawl cycle ") else group
+                    stage_step.update({stage["Stage ID"]: step for stage in event["Stage Infos"]})
+                elif event["Event"] == "SparkListenerTaskEnd":
+                    metrics = event.get("Task Metrics") or {}
+                    step = stage_step.get(event["Stage ID"], "inject and dedup")
+                    seconds[step] = seconds.get(step, 0.0) + (metrics.get("Executor CPU Time", 0)
+                                                              + metrics.get("Executor Deserialize CPU Time", 0)) / 1e9
+    return {step: round(value, 1) for step, value in seconds.items()}
 
 
 def _child_cpu(command: list[str]) -> tuple[str, float, float]:
@@ -79,7 +106,7 @@ def side_by_side(case_name: str) -> dict:
         pages = _pages(log_path)
         steady = [c for c in ours["cycles"] if c["fetched"] >= 0.2 * pages] or ours["cycles"]
         result["ours"] = {"pages": pages, "wall_s": wall, "cpu_s": ours["cpu_s"], "cycles": len(ours["cycles"]),
-                          "cpu_by_part": ours["cpu_by_part"],
+                          "cpu_by_part": ours["cpu_by_part"], "task_cpu_by_step": ours["task_cpu_by_step"],
                           "pages_per_cpu_s": pages / ours["cpu_s"],
                           "steady_outside_fetch": 1 - sum(c["fetch_s"] for c in steady) / sum(c["elapsed_s"] for c in steady)}
         responses = sum(c["fetched"] for c in ours["cycles"])
