@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from importlib.metadata import version
 
-from bench import crawldb_s3, cycle_cost, fetch, parse, politeness, whole_crawl
+from bench import crawldb_s3, cycle_cost, dedup, fetch, parse, politeness, whole_crawl
 from crawler_lib.config import Config
 
 
@@ -24,19 +24,13 @@ def machine() -> str:
 CRAWLDB_SIZES = os.environ.get("BENCH_CRAWLDB_SIZES", "1000000,10000000").split(",")
 
 
-def crawldb_bench() -> dict:
-    """The CrawlDB benchmark in its own process: it needs a Spark driver with more memory."""
-    done = subprocess.run([sys.executable, "-m", "bench.crawldb", *CRAWLDB_SIZES], stdout=subprocess.PIPE,
-                          text=True, check=True)
+def in_own_process(module: str, *args: str) -> dict:
+    """A benchmark module run as `python -m module args` (its own Spark driver, with more memory): its
+    progress lines printed, its RESULT line returned."""
+    done = subprocess.run([sys.executable, "-m", module, *args], stdout=subprocess.PIPE, text=True, check=True)
     for line in done.stdout.splitlines():
         if not line.startswith("RESULT "):
             print(line)
-    return json.loads(done.stdout.split("RESULT ", 1)[1])
-
-
-def crawldb_s3_bench() -> dict:
-    """S3 against local disk at 1 M URLs, in its own process (own Spark, SeaweedFS on loopback)."""
-    done = subprocess.run([sys.executable, "-m", "bench.crawldb_s3"], stdout=subprocess.PIPE, text=True, check=True)
     return json.loads(done.stdout.split("RESULT ", 1)[1])
 
 
@@ -103,16 +97,18 @@ def whole_crawl_lines(results: dict) -> list[str]:
             "", "Where our CPU-seconds went (threads of the Spark JVM by name, from /proc): "
             + ", ".join(f"{part} {seconds:.0f}" for part, seconds in ours["cpu_by_part"].items()) + ". JVM CPU of "
             "Spark tasks by step (event log; Python workers not included): "
-            + ", ".join(f"{step} {seconds:.0f}" for step, seconds in ours["task_cpu_by_step"].items()) + ".", ""]
+            + ", ".join(f"{step} {seconds:.0f}" for step, seconds in ours["task_cpu_by_step"].items()) + ". Our final "
+            f"`{ours['dedup']}`.", ""]
     return lines
 
 
 def main() -> int:
-    stored = crawldb_bench()
-    on_s3 = crawldb_s3_bench()
+    stored = in_own_process("bench.crawldb", *CRAWLDB_SIZES)  # the CrawlDB at 1 M and 10 M URLs
+    on_s3 = in_own_process("bench.crawldb_s3")  # S3 against local disk at 1 M URLs, SeaweedFS on loopback
     polite = politeness.main()
     fetched = fetch.main()
     parsed = parse.main()
+    deduped = in_own_process("bench.dedup")  # the corpus ROC, dedup at 1 M fetched pages
     crawled = whole_crawl.main()
     cycles = cycle_cost.main()
     lines = [
@@ -151,6 +147,8 @@ def main() -> int:
         f"parse + `a[href]` loop {parsed['bare_pages_per_cpu_s']:.1f} pages/CPU-s; "
         f"**ratio {parsed['ratio']:.3f}** (goal >= 0.5); **SimHash {parsed['simhash_share']:.0%} of parse CPU** "
         "(goal <= 25%).", "",
+        "## Near-duplicates: the fingerprint on a labelled corpus, and dedup at scale", "",
+        *dedup.lines(deduped), "",
         "## Whole crawl side by side with Scrapy, and cycle overhead", "",
         *whole_crawl_lines(crawled), "",
         "## A cycle's fixed cost", "", *cycle_cost.lines(cycles), "",

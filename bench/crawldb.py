@@ -123,6 +123,7 @@ class Meter:
 def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: bool = True) -> None:
     from pyspark.sql import functions as F
 
+    from crawler_lib import fingerprint
     from crawler_lib.spark import schemas
     from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
     hosts = max(1, total // URLS_PER_HOST)
@@ -150,7 +151,8 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
         "content_digest": F.when(F.col("status") == "fetched", F.concat(F.lit("sha256:"), F.sha2("url", 256))),
         "simhash": F.when(F.col("status") == "fetched", F.xxhash64("url")), "failure_count": F.lit(0),
         "redirect_to": F.lit(None), "duplicate_of": F.lit(None), "warc_filename": F.lit(None),
-        "warc_offset": F.lit(None), "warc_length": F.lit(None)}
+        "warc_offset": F.lit(None), "warc_length": F.lit(None),
+        "simhash_version": F.when(F.col("status") == "fetched", F.lit(fingerprint.VERSION)), "deduped_fetch_at": F.lit(None)}
     schema = schemas.url_state()
     df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
                      for f in schema.fields])

@@ -43,10 +43,12 @@ def our_crawl(seeds: str, crawl_dir: str, case_name: str) -> None:
     spark = get_spark("bench-whole-crawl", cfg, {"spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
                                                  "spark.eventLog.compress": "false", "spark.eventLog.dir": event_log})
     spark.sparkContext.setLogLevel("ERROR")
-    history = crawl.run(spark, cfg, crawl_dir, case["cycles"], seeds=[seeds], report=lambda line: None)
+    reported: list[str] = []
+    history = crawl.run(spark, cfg, crawl_dir, case["cycles"], seeds=[seeds], report=reported.append)
     cycles = [{"fetched": sum(c["fetched"].values()), "elapsed_s": c["elapsed_s"], "fetch_s": c["step_s"]["fetch"]}
               for c in history]
     figures = {"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid()),
+               "dedup": next((line for line in reported if line.startswith("dedup:")), "dedup: did not run"),
                "cpu_by_part": {"Python driver": time.process_time(), **jvm_cpu_breakdown(os.getpid())}}
     spark.stop()  # flushes the event log
     figures["task_cpu_by_step"] = task_cpu_by_step(event_log)
@@ -107,6 +109,7 @@ def side_by_side(case_name: str) -> dict:
         steady = [c for c in ours["cycles"] if c["fetched"] >= 0.2 * pages] or ours["cycles"]
         result["ours"] = {"pages": pages, "wall_s": wall, "cpu_s": ours["cpu_s"], "cycles": len(ours["cycles"]),
                           "cpu_by_part": ours["cpu_by_part"], "task_cpu_by_step": ours["task_cpu_by_step"],
+                          "dedup": ours["dedup"],
                           "pages_per_cpu_s": pages / ours["cpu_s"],
                           "steady_outside_fetch": 1 - sum(c["fetch_s"] for c in steady) / sum(c["elapsed_s"] for c in steady)}
         responses = sum(c["fetched"] for c in ours["cycles"])
@@ -123,7 +126,8 @@ def side_by_side(case_name: str) -> dict:
     print(f"whole crawl ({case_name}): ours {result['ours']['pages']} pages in {result['ours']['cycles']} cycles, "
           f"{result['ours']['wall_s']:.0f} s wall, {result['ours']['cpu_s']:.0f} CPU-s; Scrapy {result['scrapy']['pages']} "
           f"pages, {result['scrapy']['wall_s']:.0f} s wall, {result['scrapy']['cpu_s']:.0f} CPU-s; pages/CPU-s ratio "
-          f"{result['ratio']:.2f}; steady-state share outside fetch {result['ours']['steady_outside_fetch']:.0%}")
+          f"{result['ratio']:.2f}; steady-state share outside fetch {result['ours']['steady_outside_fetch']:.0%}; "
+          f"{result['ours']['dedup']}")
     return result
 
 

@@ -152,8 +152,11 @@ class Config(Mapping[str, Any]):
                               f"got {self['generate.lease_s']:g}")
         if not 0 <= self["fetcher.warc_gzip_level"] <= 9:
             raise ConfigError(f"config key fetcher.warc_gzip_level: must be 0..9, got {self['fetcher.warc_gzip_level']}")
-        if not 0 <= self["dedup.max_hamming_distance"] <= 3:
-            raise ConfigError("config key dedup.max_hamming_distance: must be 0..3 (4-block SimHash join)")
+        if not 0 <= self["dedup.max_hamming_distance"] <= 4:
+            raise ConfigError("config key dedup.max_hamming_distance: must be 0..4 (the lookup tables dedup needs "
+                              f"grow steeply with it), got {self['dedup.max_hamming_distance']}")
+        if self["dedup.max_pages_per_key"] < 1:
+            raise ConfigError("config key dedup.max_pages_per_key: must be >= 1")
         for pattern in self["exclusions.patterns"]:
             try:
                 re.compile(pattern)

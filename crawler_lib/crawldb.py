@@ -37,6 +37,8 @@ URL_STATE_COLUMNS = column_names(URL_STATE)
 NEVER = datetime(9999, 12, 31)
 CHANGED_FACTOR = 0.5
 UNCHANGED_FACTOR = 1.5
+# What a fetched page's parse row gives its CrawlDB row (transitions that take content).
+FINGERPRINT_FIELDS = ("content_digest", "simhash", "simhash_version")
 
 # Where a transition's reason comes from: the first of its sources that gives one; any other
 # string is the reason itself.
@@ -218,7 +220,7 @@ def apply_fetch(state: dict, result: dict, parse: Optional[dict], cfg) -> dict:
         new.update(content_type=result.get("content_type"), etag=result.get("etag"),
                    last_modified=result.get("last_modified"), redirect_to=None)
         if parse:
-            new.update(content_digest=parse.get("content_digest"), simhash=parse.get("simhash"))
+            new.update({c: parse.get(c) for c in FINGERPRINT_FIELDS})
     if rule.takes_redirect:
         new["redirect_to"] = result.get("redirect_to")
     return new

@@ -1,31 +1,38 @@
-"""64-bit SimHash of page text, vectorized: the `simhash` package's estimator at a fraction of its cost.
+"""64-bit SimHash of a page's main text, over its distinct words (binary weights).
 
-Features are the package's (lowercase; keep `[\\w\\u4e00-\\u9fcc]` characters; every 4-character
-shingle, counted with multiplicity). Each shingle is hashed into one of 16,384 buckets and each bucket
-has a fixed, well-mixed 64-bit feature hash (splitmix64 of its number): bit i is set when more than half
-of the shingles fall in buckets whose hash has bit i set. So the vote is one bucket count plus eight small
-weighted counts, and ASCII text (most pages) is shingled without copying. The package hashes every
-shingle with MD5 in Python (~5 pages/s); fingerprints are not bit-equal to its, but Hamming distances
-follow the same distribution for the same edits (tests compare both; bucket sharing makes them ~10%
-smaller, measured with 1 to 50 word edits).
+Why these features (measured on the labelled corpus in tests/near_duplicate_corpus.py, BENCHMARKS.md):
+count-weighted character shingles let the most frequent shingles of a language decide every bit, so
+unrelated pages of one vocabulary landed 0-6 bits apart; every distinct word voting once keeps a page's
+rare words (what tells two articles apart) in the vote, and word bigrams or trigrams only made edited
+copies drift further without separating distinct pages better. The parser strips navigation, header,
+footer, sidebars and scripts first (`parser.main_text`), so a site's template does not make its pages alike.
+
+Words are lowercased runs of word characters, numbers left out (a date, a counter or a price
+changes without the page changing); each Chinese, Japanese or Korean character is a word by
+itself (those scripts do not separate words by spaces). Fingerprints of an older feature set are not
+comparable: `VERSION` is stored beside every fingerprint and dedup compares only equal versions.
 
 Spark stores the fingerprint in a signed 64-bit column: `to_signed`/`to_unsigned` convert.
 """
 from __future__ import annotations
 
 import re
+import zlib
+from itertools import combinations
+from math import comb
 
 import numpy as np
 
-_WORD_CHAR = re.compile(r"[\w\u4e00-\u9fcc]")
-_ASCII_WORD = np.array([bool(_WORD_CHAR.match(chr(c))) for c in range(128)] + [False])  # index 128: non-ASCII
-_ASCII_NON_WORD = bytes(c for c in range(128) if not _ASCII_WORD[c])
-_ASCII_LOWER = bytes(c + 32 if 65 <= c <= 90 else c for c in range(256))
-SHINGLE = 4
-MAX_TEXT_CHARS = 1_000_000  # bounded work per page; later text rarely changes near-duplicate status
-BUCKET_BITS = 14  # 16 matches the package's distances more closely, at ~1.5x the cost
-_KNUTH = np.uint32(2654435769)  # multiplicative hashing: the product's top bits pick the bucket
-_HIGH_BITS_MIX = [np.uint32(m) for m in (0x9E3779B1, 0x85EBCA77, 0xC2B2AE3D, 0x27D4EB2F)]  # odd constants
+VERSION = 2  # 1: count-weighted character 4-shingles of the whole body text
+MAX_TEXT_CHARS = 100_000  # ~15,000 words: bounded work per page; later text rarely decides near-duplicates
+_CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
+# Word characters of ASCII text (most pages): one bytes.translate lowercases them and turns every other
+# byte into a space
+_ASCII_WORD_BYTES = {c for c in range(128) if re.match(r"\w", chr(c))}
+_ASCII_FOLD = bytes((c + 32 if 65 <= c <= 90 else c) if c in _ASCII_WORD_BYTES else 32 for c in range(256))
+_ASCII_NUMBER = re.compile(rb"\b[0-9]+\b")
+_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.int64)  # the bits of every byte value
 
 
 def _splitmix64(values: np.ndarray) -> np.ndarray:
@@ -38,54 +45,49 @@ def _splitmix64(values: np.ndarray) -> np.ndarray:
     return values
 
 
-# row j, column b: byte j (bits 8j..8j+7, little-endian) of bucket b's feature hash
-_BUCKET_HASH_BYTES = np.ascontiguousarray(
-    _splitmix64(np.arange(1 << BUCKET_BITS, dtype=np.uint64)).view(np.uint8).reshape(-1, 8).T)
-_BYTE_BITS = ((np.arange(256)[:, None] >> np.arange(8)) & 1).astype(np.float64)  # bits of every byte value
-
-
-def shingle_keys(text: str) -> list[np.ndarray]:
-    """uint32 keys of the 4-character shingles of the package's feature string, in a few arrays: the
-    characters' low bytes packed (an ASCII shingle's key is its four bytes), higher code-point bits mixed in."""
+def distinct_words(text: str) -> set[bytes]:
+    """The fingerprint's features: the distinct words of the text's first MAX_TEXT_CHARS characters,
+    lowercased and UTF-8 encoded, numbers left out."""
     text = text[:MAX_TEXT_CHARS]
-    if text.isascii():  # one pass lowercases and drops non-word characters
-        kept = text.encode("ascii").translate(_ASCII_LOWER, _ASCII_NON_WORD).ljust(SHINGLE, b"\0")
-        # the shingles starting at k, k+4, k+8, ... are the aligned 4-byte words of the buffer from offset k
-        return [np.frombuffer(kept, "<u4", count=(len(kept) - k) // SHINGLE, offset=k) for k in range(SHINGLE)]
-    points = np.frombuffer(text.lower().encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-    keep = _ASCII_WORD[np.minimum(points, 128)]
-    non_ascii = points >= 128
-    if non_ascii.any():  # classify each distinct non-ASCII character once, with the package's regex
-        words = [c for c in np.unique(points[non_ascii]).tolist() if _WORD_CHAR.match(chr(c))]
-        if words:
-            keep |= np.isin(points, words)
-    points = points[keep]
-    if len(points) < SHINGLE:  # the package's single short shingle
-        points = np.concatenate([points, np.zeros(SHINGLE - len(points), np.uint32)])
-    count = len(points) - SHINGLE + 1
-    low, high = points & np.uint32(0xFF), points >> np.uint32(8)
-    keys = np.zeros(count, np.uint32)
-    for offset in range(SHINGLE):
-        keys |= low[offset:offset + count] << np.uint32(8 * offset)
-        keys ^= high[offset:offset + count] * _HIGH_BITS_MIX[offset]
-    return [keys]
+    if text.isascii():
+        folded = text.encode("ascii").translate(_ASCII_FOLD)
+        words = set(folded.split())
+        words.difference_update(_ASCII_NUMBER.findall(folded))
+        return words
+    return {word.encode("utf-8", "surrogatepass") for word in _WORDS.findall(text.lower()) if not word.isdigit()}
 
 
 def simhash64(text: str) -> int:
-    """Unsigned 64-bit SimHash of `text`."""
-    counts = np.zeros(1 << BUCKET_BITS, np.int64)
-    for keys in shingle_keys(text):
-        counts += np.bincount((keys * _KNUTH) >> np.uint32(32 - BUCKET_BITS), minlength=1 << BUCKET_BITS)
-    # votes per bit: shingles per value of each hash byte, times that value's bits. No BLAS call: its
-    # threads would spin on other cores (2x the CPU of a parse task, measured).
-    hash_bytes = _BUCKET_HASH_BYTES
-    used = np.flatnonzero(counts)
-    if len(used) * 4 < len(counts):  # a short page touches a few hundred buckets: vote over those only
-        counts, hash_bytes = counts[used], hash_bytes[:, used]
-    weights = counts.astype(np.float64)
-    votes = np.concatenate([np.bincount(row, weights, 256) @ _BYTE_BITS for row in hash_bytes])
-    bits = votes * 2 > weights.sum()
+    """Unsigned 64-bit SimHash of `text`: bit i is set when more than half of its distinct words hash
+    with bit i set (CRC-32 of the word, spread to 64 bits by splitmix64)."""
+    words = distinct_words(text)
+    if not words:
+        return 0
+    hashes = _splitmix64(np.fromiter(map(zlib.crc32, words), np.uint64, len(words)))
+    by_byte = hashes.view(np.uint8).reshape(-1, 8)  # column j: bits 8j..8j+7 (little-endian)
+    votes = np.concatenate([np.bincount(by_byte[:, j], minlength=256) @ _BYTE_BITS for j in range(8)])
+    bits = votes * 2 > len(words)
     return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
+
+
+def lookup_masks(max_distance: int, fingerprints: int) -> list[int]:
+    """Bit masks of the lookup tables for finding every pair within `max_distance` bits without comparing
+    all pairs (Manku, Jain, Das Sarma 2007): the 64 bits are cut into max_distance + m blocks, and each
+    table keys on one choice of m blocks. Two fingerprints within max_distance bits differ in at most
+    max_distance blocks, so they agree on all m blocks of some table. m grows with the table until
+    unrelated fingerprints rarely share a key: at most one random candidate per lookup expected
+    (tables x fingerprints <= 2^key_bits), so candidates per lookup stay bounded as the crawl grows
+    (3 bits: 4 tables of 16-bit keys up to 16 k fingerprints, 10 of 25 bits to 3 M, 56 of 40 bits at 10 G)."""
+    matched = 1
+    while True:
+        blocks = max_distance + matched
+        key_bits = 64 * matched // blocks
+        if comb(blocks, matched) * fingerprints <= 2 ** key_bits or key_bits >= 48:
+            break
+        matched += 1
+    edges = [64 * i // blocks for i in range(blocks + 1)]
+    block_masks = [((1 << (high - low)) - 1) << low for low, high in zip(edges, edges[1:])]
+    return [sum(block_masks[i] for i in chosen) for chosen in combinations(range(blocks), matched)]
 
 
 def to_signed(value: int) -> int:

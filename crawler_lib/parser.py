@@ -1,4 +1,4 @@
-"""HTML parsing (selectolax/lexbor): outlinks, title, meta robots, text, content digest.
+"""HTML parsing (selectolax/lexbor): outlinks, title, meta robots, main text, content digest.
 
 Input is untrusted: any bytes, any declared charset, any nesting. Parsing never raises on content;
 decompression is bounded so a gzip bomb cannot exhaust memory.
@@ -14,12 +14,15 @@ from typing import Optional
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler_lib.encoding import BodyTooLarge, UndecodableBody, decode_content
-from crawler_lib.fingerprint import simhash64, to_signed
+from crawler_lib import fingerprint
 from crawler_lib.sitemaps import maybe_gunzip, sitemap_entries, sitemap_kind
 from crawler_lib.urls import LinkResolver, UrlRejected
 from crawler_lib.warc import RecordReader, read_response
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
+# Left out of the main text: a site's template (menus, header, footer, sidebars) and what is not text.
+BOILERPLATE = ("script", "style", "noscript", "template", "svg", "iframe", "form", "nav", "header", "footer", "aside")
+BOILERPLATE_ROLES = "[role=navigation], [role=banner], [role=contentinfo], [role=complementary], [role=search]"
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
 
 
@@ -36,7 +39,7 @@ class ParseResult:
     outlinks: list[Outlink] = field(default_factory=list)
     noindex: bool = False
     nofollow: bool = False
-    text: str = ""
+    text: str = ""  # the main text: body text without the site's template (BOILERPLATE)
     links_dropped: int = 0  # over the per-page cap or rejected by normalization
 
 
@@ -110,9 +113,21 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
         rel = (attributes.get("rel") or "").lower().split()
         anchor = node.text(strip=True)[:200] if node.tag == "a" else (attributes.get("alt") or "")[:200]
         result.outlinks.append(Outlink(url, anchor, "nofollow" in rel))
-    body_node = tree.body
-    result.text = body_node.text(separator=" ", strip=True) if body_node is not None else ""
+    result.text = main_text(tree) or _body_text(LexborHTMLParser(text))
     return result
+
+
+def _body_text(tree: LexborHTMLParser) -> str:
+    return tree.body.text(separator=" ", strip=True) if tree.body is not None else ""
+
+
+def main_text(tree: LexborHTMLParser) -> str:
+    """Body text without BOILERPLATE elements (removed from `tree`); "" when nothing else is left,
+    for a page that is all template."""
+    tree.strip_tags(list(BOILERPLATE))
+    for node in tree.css(BOILERPLATE_ROLES):
+        node.decompose()
+    return _body_text(tree)
 
 
 def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) -> dict:
@@ -124,7 +139,7 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     """
     row = {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
            "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
-           "content_digest": None, "simhash": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
+           "content_digest": None, "simhash": None, "simhash_version": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
     read = reader.read_response if reader else read_response
     try:
         if fetch.get("payload_filename"):  # a revisit: the payload is in the referred-to record
@@ -167,5 +182,6 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     outlinks = [{"url": link.url, "anchor": link.anchor, "nofollow": link.nofollow, "lastmod": None}
                 for link in parsed.outlinks]
     row.update(title=parsed.title, noindex=parsed.noindex, nofollow=parsed.nofollow, outlinks=outlinks,
-               links_dropped=parsed.links_dropped, simhash=to_signed(simhash64(parsed.text)))
+               links_dropped=parsed.links_dropped, simhash=fingerprint.to_signed(fingerprint.simhash64(parsed.text)),
+               simhash_version=fingerprint.VERSION)
     return row

@@ -40,8 +40,10 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
                f"({generated['hosts']} hosts), fetched {fetch.describe_outcomes(fetched['by_outcome'])}, "
                f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s ({steps})")
     if history:
+        started = time.perf_counter()
         marked = dedup.run(spark, cfg, crawl_dir)
-        report(f"dedup: {marked['duplicates']} of {marked['fetched_pages']} fetched pages are duplicates")
+        report(f"dedup: {marked['duplicates']} of {marked['fetched_pages']} fetched pages are duplicates "
+               f"({time.perf_counter() - started:.1f}s)")
     return history
 
 

@@ -17,12 +17,12 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import NEVER, URL_STATE_COLUMNS, discovered_url_row
+from crawler_lib.crawldb import FINGERPRINT_FIELDS, NEVER, URL_STATE_COLUMNS, discovered_url_row
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import crawldb_table, ensure_table, is_delta, read, run_merge
-from crawler_lib.spark.transitions import applied_fetch, struct_fields
+from crawler_lib.spark.transitions import PARSE_COLUMNS, applied_fetch, struct_fields
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
@@ -94,12 +94,11 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     keys = ["url", "version", "lease_id"]
     joined = (leased.alias("c")
               .join(fetch.alias("f"), keys)
-              .join(parse.select(*keys, "content_digest", "simhash", "parse_status",
+              .join(parse.select(*keys, *FINGERPRINT_FIELDS, "parse_status",
                                  F.col("reason").alias("parse_reason")).alias("p"), keys, "left")
               .select(F.struct(*[F.col(f"c.{c}") for c in URL_STATE_COLUMNS]).alias("state"),
                       F.struct("f.*").alias("result"),
-                      F.struct("p.url", "p.content_digest", "p.simhash", "p.parse_status", "p.parse_reason")
-                      .alias("parse")))
+                      F.struct(*[F.col(f"p.{c}") for c in PARSE_COLUMNS]).alias("parse")))
     applied = applied_fetch(cfg, struct_fields("state"), struct_fields("result"), struct_fields("parse"))
     updates = joined.select(*[applied[c].alias(c) for c in URL_STATE_COLUMNS])
 

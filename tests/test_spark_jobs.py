@@ -127,40 +127,102 @@ def test_generate_never_leases_a_path_cached_robots_disallow(spark, cfg, tmp_pat
     assert rows["http://a.com/private/x"].next_fetch_at > datetime.utcnow()
 
 
-def test_dedup_marks_identical_and_near_duplicates_and_is_idempotent(spark, cfg, tmp_path):
+BASE_SIMHASH = 0xF0F0_1234_8000_F00D
+
+
+def _dedup_rows(specs):
     from datetime import datetime
 
+    from crawler_lib import fingerprint
     from crawler_lib.crawldb import new_url_row
-    from crawler_lib.fingerprint import to_signed
+
+    rows = []
+    for url, seen, digest, simhash, status, marked, *version in specs:
+        row = new_url_row(url, datetime(2026, 1, seen), "seed")
+        row.update(status=status, content_digest=digest, simhash=fingerprint.to_signed(simhash), duplicate_of=marked,
+                   simhash_version=version[0] if version else fingerprint.VERSION, last_fetch_at=datetime(2026, 2, seen))
+        rows.append(row)
+    return rows
+
+
+def _marks(spark, crawl):
+    return {r.url: (r.duplicate_of, r.priority) for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+
+
+def test_dedup_marks_identical_and_near_duplicates_and_is_idempotent(spark, cfg, tmp_path):
     from crawler_lib.spark import schemas
     from jobs import dedup
 
-    base = 0xF0F0_1234_8000_F00D
-    rows = []
-    for url, seen, digest, simhash, status, marked in [
-            ("http://a.com/original", 1, "d1", base, "fetched", None),
-            ("http://b.com/copy", 2, "d1", base, "fetched", None),               # identical bytes
-            ("http://c.com/near", 3, "d2", base ^ 0b101, "fetched", None),       # 2 bits away
-            ("http://d.com/other", 4, "d3", ~base & (2**64 - 1), "fetched", None),
-            ("http://e.com/gone", 5, "d1", base, "gone", None),                  # not a fetched page
-            ("http://f.com/was-dup", 6, "d4", base ^ (0xFFFF << 20), "fetched", "http://x.com/")]:
-        row = new_url_row(url, datetime(2026, 1, seen), "seed")
-        row.update(status=status, content_digest=digest, simhash=to_signed(simhash), duplicate_of=marked)
-        rows.append(row)
+    base = BASE_SIMHASH
+    rows = _dedup_rows([
+        ("http://a.com/original", 1, "d1", base, "fetched", None),
+        ("http://b.com/copy", 2, "d1", base, "fetched", None),               # identical bytes
+        ("http://c.com/near", 3, "d2", base ^ 0b101, "fetched", None),       # 2 bits away
+        ("http://d.com/other", 4, "d3", ~base & (2**64 - 1), "fetched", None),
+        ("http://e.com/gone", 5, "d1", base, "gone", "http://a.com/original"),  # no longer a fetched page
+        ("http://f.com/was-dup", 6, "d4", base ^ (0xFFFF << 20), "fetched", "http://x.com/"),
+        ("http://g.com/old-features", 7, "d5", base ^ 1, "fetched", None, 1)])  # another fingerprint version
     crawl = str(tmp_path / "crawl")
     spark.createDataFrame(rows, schemas.url_state()).write.format("delta").save(CrawlDir(crawl).crawldb)
     stats = dedup.run(spark, cfg, crawl)
-    result = read(spark, CrawlDir(crawl).crawldb).select("url", "duplicate_of", "priority")
-    expected = spark.createDataFrame([
-        ("http://a.com/original", None, 1.0), ("http://b.com/copy", "http://a.com/original", 0.1),
-        ("http://c.com/near", "http://a.com/original", 0.1), ("http://d.com/other", None, 1.0),
-        ("http://e.com/gone", None, 1.0), ("http://f.com/was-dup", None, 1.0)],
-        "url string, duplicate_of string, priority double")
-    assert_df_equality(result, expected, ignore_row_order=True, ignore_nullable=True)
-    assert stats["duplicates"] == 2
+    assert _marks(spark, crawl) == {
+        "http://a.com/original": (None, 1.0), "http://b.com/copy": ("http://a.com/original", 0.1),
+        "http://c.com/near": ("http://a.com/original", 0.1), "http://d.com/other": (None, 1.0),
+        "http://e.com/gone": (None, 1.0), "http://f.com/was-dup": (None, 1.0), "http://g.com/old-features": (None, 1.0)}
+    assert (stats["duplicates"], stats["fetched_pages"], stats["older_fingerprints"]) == (2, 6, 1)
     before = read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect()
     assert dedup.run(spark, cfg, crawl)["changed"] == 0
     assert read(spark, CrawlDir(crawl).crawldb).orderBy("url").collect() == before
+
+
+def test_dedup_decides_again_only_what_a_refetch_can_change(spark, cfg, tmp_path):
+    """A refetched canonical page that changed frees its duplicates, an unrelated page is not rewritten,
+    and a page refetched with an earlier first_seen_at becomes the canonical page of older ones."""
+    from datetime import datetime
+
+    from delta.tables import DeltaTable
+
+    from crawler_lib import fingerprint
+    from crawler_lib.spark import schemas
+    from jobs import dedup
+
+    base = BASE_SIMHASH
+    crawl = str(tmp_path / "crawl")
+    spark.createDataFrame(_dedup_rows([
+        ("http://a.com/original", 2, "d1", base, "fetched", None),
+        ("http://b.com/near", 3, "d2", base ^ 0b11, "fetched", None),
+        ("http://c.com/other", 4, "d3", ~base & (2**64 - 1), "fetched", None),
+        ("http://d.com/new", 1, None, 0, "unfetched", None)]), schemas.url_state()).write.format("delta").save(
+        CrawlDir(crawl).crawldb)
+    dedup.run(spark, cfg, crawl)
+    assert _marks(spark, crawl)["http://b.com/near"][0] == "http://a.com/original"
+    table = DeltaTable.forPath(spark, CrawlDir(crawl).crawldb)
+    table.update("url = 'http://a.com/original'", {"simhash": F.lit(fingerprint.to_signed(~base & (2**64 - 1) ^ 0xFF)), "content_digest": F.lit("d9"),
+                                                   "last_fetch_at": F.lit(datetime(2026, 3, 1))})
+    table.update("url = 'http://d.com/new'", {"status": F.lit("fetched"), "content_digest": F.lit("d4"),
+                                              "simhash": F.lit(fingerprint.to_signed(base ^ 0b1)), "simhash_version": F.lit(fingerprint.VERSION),
+                                              "last_fetch_at": F.lit(datetime(2026, 3, 1))})
+    untouched = read(spark, CrawlDir(crawl).crawldb).filter("url = 'http://c.com/other'").collect()
+    stats = dedup.run(spark, cfg, crawl)
+    assert _marks(spark, crawl) == {
+        "http://a.com/original": (None, 1.0), "http://b.com/near": ("http://d.com/new", 0.1),
+        "http://c.com/other": (None, 1.0), "http://d.com/new": (None, 1.0)}
+    assert stats["changed"] == 3  # a and d recorded as seen, b re-marked; c untouched
+    assert read(spark, CrawlDir(crawl).crawldb).filter("url = 'http://c.com/other'").collect() == untouched
+
+
+def test_dedup_compares_a_key_shared_by_many_pages_with_its_earliest_pages_only(spark, cfg, tmp_path):
+    from crawler_lib.spark import schemas
+    from jobs import dedup
+
+    crawl = str(tmp_path / "crawl")
+    spark.createDataFrame(_dedup_rows([(f"http://h{n:02}.com/", 1 + n, "same", BASE_SIMHASH, "fetched", None)
+                                       for n in range(12)]), schemas.url_state()).write.format("delta").save(
+        CrawlDir(crawl).crawldb)
+    stats = dedup.run(spark, cfg.with_overrides(**{"dedup.max_pages_per_key": 3}), crawl)
+    marks = _marks(spark, crawl)
+    assert stats["hot_keys"] >= 1
+    assert all(marks[f"http://h{n:02}.com/"][0] == "http://h00.com/" for n in range(1, 12))
 
 
 def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):

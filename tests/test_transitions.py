@@ -31,8 +31,8 @@ RESULTS = [
     {"outcome": st.NETWORK_ERROR},
     {"outcome": "from_a_newer_fetcher"},
 ]
-PARSES = [None, {"content_digest": "sha256:same", "simhash": 7, "parse_status": "ok"},
-          {"content_digest": "sha256:new", "simhash": -3, "parse_status": "ok"},
+PARSES = [None, {"content_digest": "sha256:same", "simhash": 7, "simhash_version": 2, "parse_status": "ok"},
+          {"content_digest": "sha256:new", "simhash": -3, "simhash_version": 3, "parse_status": "ok"},
           {"content_digest": None, "simhash": None, "parse_status": "failed", "parse_reason": "not_html"}]
 STATES = [  # (content_digest, failure_count, priority, fetch_interval_s)
     (None, 0, 1.0, None), ("sha256:same", 3, 1.0, 100_000), ("sha256:old", 1, 10.0, 0), (None, None, None, 5_000_000)]
@@ -43,6 +43,7 @@ def _state(status: str, digest, failures, priority, interval) -> dict:
     row.update(status=status, reason="earlier", version=2, lease_id="seg", lease_expires_at=NOW + timedelta(hours=1),
                priority=priority, failure_count=failures, content_digest=digest, fetch_interval_s=interval,
                http_status=200, warc_filename="old.warc.gz", warc_offset=1, warc_length=2, simhash=11,
+               simhash_version=1, deduped_fetch_at=NOW - timedelta(days=2),
                last_fetch_at=NOW - timedelta(days=2), next_fetch_at=NOW - timedelta(hours=1))
     return row
 
@@ -72,12 +73,12 @@ def test_the_matrix_reaches_every_status_outcome_and_transition():
 @pytest.mark.spark
 def test_python_and_spark_forms_of_the_decision_table_agree_on_every_cell(spark, cfg):
     from crawler_lib.spark import schemas
-    from crawler_lib.spark.transitions import PARSE_FIELDS, applied_fetch, struct_fields
+    from crawler_lib.spark.transitions import PARSE_COLUMNS, PARSE_FIELDS, applied_fetch, struct_fields
 
     cells = list(_cells())
     rows = [(n, tuple(state[c] for c in URL_STATE_COLUMNS),
              tuple(result[c] for c in schemas.fetch_result().fieldNames()),
-             tuple((parse or {}).get(c) for c in ("url", "content_digest", "simhash", "parse_status", "parse_reason")))
+             tuple((parse or {}).get(c) for c in PARSE_COLUMNS))
             for n, (state, result, parse) in enumerate(cells)]
     frame = spark.createDataFrame(rows, f"n int, state struct<{schemas.url_state().simpleString()[7:-1]}>, "
                                         f"result struct<{schemas.fetch_result().simpleString()[7:-1]}>, "

@@ -11,13 +11,16 @@ from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import (CHANGED_FACTOR, NEVER, TRANSITIONS, UNCHANGED_FACTOR, URL_STATE_COLUMNS, Transition,
+from crawler_lib.crawldb import (CHANGED_FACTOR, FINGERPRINT_FIELDS, NEVER, TRANSITIONS, UNCHANGED_FACTOR, URL_STATE_COLUMNS, Transition,
                                  recheck_after_s)
+from crawler_lib.schema import column_names
 from crawler_lib.spark import schemas
 
 Columns = Callable[[str], Column]  # a column of the state, result or parse row by name
 # The parse fields a transition reads (url NULL: the page has no parse row).
-PARSE_FIELDS = "url string, content_digest string, simhash long, parse_status string, parse_reason string"
+PARSE_FIELDS = ("url string, content_digest string, simhash long, simhash_version int, parse_status string, "
+                "parse_reason string")
+PARSE_COLUMNS = column_names(PARSE_FIELDS)
 
 
 def _matches(rule: Transition, result: Columns) -> Column:
@@ -104,7 +107,7 @@ def _effects(rule: Transition, state: Columns, result: Columns, parse: Columns, 
         out.update(content_type=result("content_type"), etag=result("etag"), last_modified=result("last_modified"),
                    redirect_to=F.lit(None).cast("string"))
         parsed = parse("url").isNotNull()
-        for c in ("content_digest", "simhash"):
+        for c in FINGERPRINT_FIELDS:
             out[c] = F.when(parsed, parse(c)).otherwise(state(c))
     if rule.takes_redirect:
         out["redirect_to"] = result("redirect_to")

@@ -10,6 +10,7 @@ after `lifetime_s`, so no test or demo can leave it running.
 from __future__ import annotations
 
 import asyncio
+import functools
 import gzip
 import hashlib
 import ipaddress
@@ -23,12 +24,19 @@ from typing import Optional
 
 from aiohttp import web
 
+from crawler_lib.testweb.prose import Prose
+
 SYLLABLES = ("ka", "lo", "mi", "ne", "ru", "sa", "ti", "vo", "ze", "bu", "da", "fe", "go", "hi", "ju")
 
 
 _VOCABULARY = ["".join(random.Random(i).choice(SYLLABLES) for _ in range(1 + i % 4)) + ("." if i % 17 == 0 else "")
                for i in range(3000)]  # prose-like filler: compresses like HTML text (~3-4x), not like zeros
 _BOMB: list[bytes] = []
+
+
+@functools.lru_cache(maxsize=1)
+def _prose() -> Prose:
+    return Prose()
 
 
 def _gzip_bomb(decoded_bytes: int = 64 * 2**20) -> bytes:
@@ -143,9 +151,13 @@ class TestWeb:
             text[len(text) // 2] = "changed"  # one word differs: a near-duplicate of the page
         words = " ".join(text)
         title = f"Host {h} {'home' if n is None else f'page {n}'}"
-        if self.realistic_sizes or self.realistic_crawl:
+        if self.realistic_crawl:  # prose: paragraphs of a shared pool, words with Zipf frequencies
             rng = random.Random(f"size:{h}:{n}")
-            size = min(2_000_000, int(rng.lognormvariate(11.0 if self.realistic_crawl else 11.84, 0.95)))
+            size = min(2_000_000, int(rng.lognormvariate(11.0, 0.95)))
+            words += "</p><p>" + "</p><p>".join(_prose().pooled_text(rng, size))
+        elif self.realistic_sizes:
+            rng = random.Random(f"size:{h}:{n}")
+            size = min(2_000_000, int(rng.lognormvariate(11.84, 0.95)))
             words += "</p><p>" + " ".join(rng.choices(_VOCABULARY, k=size // 6))[:size]
         return (f"<!doctype html><html><head><title>{title}</title></head><body><h1>{title}</h1>"
                 f"<p>{words}</p><nav>{' '.join(links)}</nav></body></html>")

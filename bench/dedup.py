@@ -1,0 +1,146 @@
+"""Dedup: the fingerprint's ROC on the labelled corpus, and the dedup job at 1 M fetched pages.
+
+The corpus (tests/near_duplicate_corpus.py) gives recall and false-positive rate at 0-12 bits. The scale
+case builds a CrawlDB of 1 M fetched pages whose fingerprints are either spread (a hash per page) or
+clustered (1,000 groups of ~1,000 pages within 3 bits of their group's centre, so every lookup key of a
+group is shared by ~1,000 pages, more than `dedup.max_pages_per_key`); dedup runs once over all of it,
+then again after a segment refetched 100 k pages (half of them with a changed fingerprint).
+
+Run on its own (`python -m bench.dedup`) or from `make bench` (a subprocess: its own Spark driver).
+"""
+from __future__ import annotations
+
+import collections
+import json
+import os
+import tempfile
+from datetime import datetime, timedelta
+
+from bench.crawldb import Meter
+
+PAGES = int(os.environ.get("BENCH_DEDUP_PAGES", 1_000_000))
+SEGMENT = PAGES // 10
+CLUSTERS = 1_000
+NOW = datetime(2026, 11, 30, 12, 0, 0)
+
+
+def corpus_roc(max_distance: int) -> dict:
+    from crawler_lib.fingerprint import hamming, simhash64
+    from crawler_lib.parser import parse_html
+    from tests.near_duplicate_corpus import Corpus
+
+    def fingerprint(html: bytes) -> int:
+        return simhash64(parse_html(html, "http://corpus.test/").text)
+
+    distances = [(p.kind, p.near, hamming(fingerprint(p.first), fingerprint(p.second))) for p in Corpus().pairs()]
+    positives = [d for _, near, d in distances if near]
+    negatives = [d for _, near, d in distances if not near]
+    by_kind = collections.defaultdict(list)
+    labels = {}
+    for kind, near, d in distances:
+        by_kind[kind].append(d)
+        labels[kind] = near
+    return {"positives": len(positives), "negatives": len(negatives),
+            "roc": [(bits, sum(d <= bits for d in positives) / len(positives),
+                     sum(d <= bits for d in negatives) / len(negatives)) for bits in range(13)],
+            "by_kind": {kind: {"near": labels[kind], "median": sorted(ds)[len(ds) // 2], "max": max(ds), "min": min(ds),
+                               "within_configured": sum(d <= max_distance for d in ds) / len(ds)}
+                        for kind, ds in by_kind.items()}}
+
+
+def build(spark, path: str, clustered: bool) -> None:
+    from pyspark.sql import functions as F
+
+    from crawler_lib import fingerprint
+    from crawler_lib.spark import schemas
+    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
+
+    if clustered:  # the group's centre with up to 3 bits flipped
+        flips = [F.shiftleft(F.lit(1).cast("long"), F.pmod(F.xxhash64("id", F.lit(n)), F.lit(64)).cast("int"))
+                 for n in range(3)]
+        simhash = F.xxhash64(F.col("id") % CLUSTERS).bitwiseXOR(flips[0]).bitwiseXOR(flips[1]).bitwiseXOR(flips[2])
+    else:
+        simhash = F.xxhash64("id")
+    columns = {"url": F.format_string("http://host%d.example/article-%d.html", F.col("id") % 10_000, "id"),
+               "status": F.lit("fetched"), "version": F.lit(1), "priority": F.lit(0.5), "depth": F.lit(1),
+               "source": F.lit("link"), "first_seen_at": F.lit(NOW - timedelta(days=30)),
+               "last_fetch_at": F.lit(NOW - timedelta(days=20)), "http_status": F.lit(200),
+               "content_digest": F.concat(F.lit("sha256:"), F.sha2(F.col("id").cast("string"), 256)),
+               "simhash": simhash, "simhash_version": F.lit(fingerprint.VERSION), "failure_count": F.lit(0)}
+    frame = spark.range(PAGES)
+    frame = frame.select(*[(columns[f.name] if f.name in columns else F.lit(None)).cast(f.dataType).alias(f.name)
+                           for f in schemas.url_state().fields])
+    frame.write.format("delta").mode("overwrite").options(**CRAWLDB_PROPERTIES).save(path)
+
+
+def refetch_segment(spark, path: str) -> None:
+    """SEGMENT pages fetched again; every other one with a new fingerprint."""
+    from delta.tables import DeltaTable
+    from pyspark.sql import functions as F
+
+    DeltaTable.forPath(spark, path).update(
+        F.abs(F.xxhash64("url")) % (PAGES // SEGMENT) == 0,
+        {"last_fetch_at": F.lit(NOW),
+         "simhash": F.when(F.abs(F.xxhash64("url", F.lit(1))) % 2 == 0, F.xxhash64("url", F.lit(2)))
+         .otherwise(F.col("simhash"))})
+
+
+def scale_case(spark, cfg, root: str, clustered: bool) -> dict:
+    from crawler_lib.crawldir import CrawlDir
+    from jobs import dedup
+
+    crawl = CrawlDir(f"{root}/{'clustered' if clustered else 'spread'}")
+    build(spark, crawl.crawldb, clustered)
+    with Meter() as full:
+        first = dedup.run(spark, cfg, crawl.root)
+    refetch_segment(spark, crawl.crawldb)
+    with Meter() as incremental:
+        second = dedup.run(spark, cfg, crawl.root)
+    case = {"clustered": clustered, "full_wall_s": full.wall, "full_cpu_s": full.cpu, "duplicates": first["duplicates"],
+            "hot_keys": first["hot_keys"], "incremental_wall_s": incremental.wall, "incremental_cpu_s": incremental.cpu,
+            "incremental_changed": second["changed"], "duplicates_after": second["duplicates"]}
+    print(f"dedup {'clustered' if clustered else 'spread'}: full {full.wall:.0f} s wall {full.cpu:.0f} CPU-s, "
+          f"{first['duplicates']:,} duplicates, {first['hot_keys']:,} hot keys; after a {SEGMENT:,}-page segment "
+          f"{incremental.wall:.0f} s wall {incremental.cpu:.0f} CPU-s, {second['changed']:,} rows changed")
+    return case
+
+
+def main() -> dict:
+    from crawler_lib.config import Config
+    from crawler_lib.spark.session import get_spark
+
+    cfg = Config.load()
+    roc = corpus_roc(cfg["dedup.max_hamming_distance"])
+    spark = get_spark("bench-dedup", cfg, {"spark.ui.enabled": "false", "spark.driver.memory": "6g"})
+    spark.sparkContext.setLogLevel("ERROR")
+    with tempfile.TemporaryDirectory() as root:
+        cases = [scale_case(spark, cfg, root, clustered) for clustered in (False, True)]
+    return {"roc": roc, "cases": cases, "pages": PAGES, "segment": SEGMENT, "clusters": CLUSTERS,
+            "max_hamming_distance": cfg["dedup.max_hamming_distance"], "max_pages_per_key": cfg["dedup.max_pages_per_key"]}
+
+
+def lines(result: dict) -> list[str]:
+    roc = result["roc"]
+    bits = result["max_hamming_distance"]
+    out = [f"Labelled corpus (`tests/near_duplicate_corpus.py`): {roc['positives']} near-duplicate pairs, "
+           f"{roc['negatives']} distinct pairs. Recall / false-positive rate by Hamming distance:", "",
+           "| bits | " + " | ".join(str(b) for b, _, _ in roc["roc"]) + " |",
+           "|---|" + "---|" * len(roc["roc"]),
+           "| recall | " + " | ".join(f"{r:.2f}" for _, r, _ in roc["roc"]) + " |",
+           "| false positives | " + " | ".join(f"{f:.2f}" for _, _, f in roc["roc"]) + " |", "",
+           f"By kind (distance in bits; share within the configured {bits}): "
+           + "; ".join(f"{kind} ({'near' if k['near'] else 'distinct'}): median {k['median']}, {k['min']}-{k['max']}, "
+                       f"{k['within_configured']:.0%}" for kind, k in roc["by_kind"].items()) + ".", "",
+           f"Dedup at {result['pages']:,} fetched pages (`dedup.max_hamming_distance` = {bits}, "
+           f"`dedup.max_pages_per_key` = {result['max_pages_per_key']}; CPU of the whole process tree):", "",
+           "| fingerprints | first run wall s | CPU s | duplicates | hot keys | after a "
+           f"{result['segment']:,}-page segment wall s | CPU s | rows changed |", "|---|---|---|---|---|---|---|---|"]
+    for case in result["cases"]:
+        out.append(f"| {'clustered (' + format(result['clusters'], ',') + ' groups)' if case['clustered'] else 'spread'} | "
+                   f"{case['full_wall_s']:.0f} | {case['full_cpu_s']:.0f} | {case['duplicates']:,} | {case['hot_keys']:,} | "
+                   f"{case['incremental_wall_s']:.0f} | {case['incremental_cpu_s']:.0f} | {case['incremental_changed']:,} |")
+    return out
+
+
+if __name__ == "__main__":
+    print("RESULT " + json.dumps(main(), default=str))

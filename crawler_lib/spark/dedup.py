@@ -1,0 +1,88 @@
+"""Incremental duplicate marking over the CrawlDB's fetched pages (the policy of the dedup job).
+
+Two pages are partners when their content digests are equal, or their SimHashes (of the same
+fingerprint version) are within `dedup.max_hamming_distance` bits. A page's `duplicate_of` is its
+best-ranked partner when that partner ranks before it (earliest first_seen_at, then shortest URL, then
+smallest URL), else NULL.
+
+Only pages whose decision can have changed are decided again: pages fetched since dedup last saw them
+(`last_fetch_at` differs from `deduped_fetch_at`), pages marked as duplicates of such a page or of a page
+that is no longer fetched, and the partners of all these. Candidate partners come from lookup tables
+(`fingerprint.lookup_masks`) and the digest; a key shared by more than `dedup.max_pages_per_key` pages
+(a template every page of a site shares, thousands of identical error pages) contributes only its
+best-ranked pages, so a skewed key costs a bounded number of comparisons per lookup.
+"""
+from __future__ import annotations
+
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
+from pyspark.sql.window import Window
+
+from crawler_lib import fingerprint
+
+DIGEST_TABLE = -1  # the lookup "table" of exact duplicates: keyed on a hash of the content digest
+
+
+def rank(seen: str, url: str):
+    """A sortable struct in the canonical order: first seen, URL length, URL."""
+    return F.struct(F.coalesce(F.col(seen), F.lit("9999-12-31").cast("timestamp_ntz")).alias("seen"),
+                    F.length(url).alias("length"), F.col(url).alias("url"))
+
+
+def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
+    """(table, key, url, ...) rows: a page's digest key, and one key per lookup table when its fingerprint
+    is of the current version."""
+    comparable = F.col("simhash").isNotNull() & (F.col("simhash_version") == fingerprint.VERSION)
+    keys = [F.struct(F.lit(DIGEST_TABLE).alias("table"), F.xxhash64("content_digest").alias("key"))]
+    keys += [F.struct(F.lit(n).alias("table"),
+                      F.when(comparable, F.col("simhash").bitwiseAND(F.lit(fingerprint.to_signed(mask)))).alias("key"))
+             for n, mask in enumerate(masks)]
+    return (pages.select("*", F.explode(F.array(*keys)).alias("k"))
+            .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), *pages.columns)
+            .filter(F.col("key").isNotNull()))
+
+
+def partners(lookups: DataFrame, keyed: DataFrame, max_distance: int, max_per_key: int) -> tuple[DataFrame, int]:
+    """(url, partner, partner_rank) for every partner found of the `lookups` pages, and how many of their
+    keys were cut to `max_per_key` pages; `keyed` holds the lookup keys of every page."""
+    wanted = lookups.select("url").join(keyed, "url").select("table", "key").distinct()
+    by_rank = Window.partitionBy("table", "key").orderBy("rank")
+    candidates = (keyed.join(wanted, ["table", "key"], "left_semi")
+                  .withColumn("rank", rank("first_seen_at", "url"))
+                  .withColumn("place", F.row_number().over(by_rank)))
+    kept = candidates.filter(F.col("place") <= max_per_key)
+    mine, theirs = keyed.join(lookups.select("url"), "url", "left_semi").alias("a"), kept.alias("b")
+    found = (mine.join(theirs, (F.col("a.table") == F.col("b.table")) & (F.col("a.key") == F.col("b.key"))
+                       & (F.col("a.url") != F.col("b.url")))
+             .filter((F.col("a.content_digest") == F.col("b.content_digest"))
+                     | ((F.col("a.table") != DIGEST_TABLE)
+                        & (F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))) <= max_distance)))
+             .select(F.col("a.url").alias("url"), F.col("b.url").alias("partner"), F.col("b.rank").alias("partner_rank"))
+             .distinct())
+    return found, candidates.filter(F.col("place") == max_per_key + 1).count()
+
+
+def duplicate_decisions(pages: DataFrame, max_distance: int, max_per_key: int):
+    """(url, duplicate_of, last_fetch_at) for every page to decide again (see the module docstring), and
+    the number of keys cut to `max_per_key` pages.
+
+    `pages`: the fetched pages with a digest (url, content_digest, simhash, simhash_version,
+    first_seen_at, last_fetch_at, deduped_fetch_at, duplicate_of)."""
+    comparable = pages.filter(F.col("simhash").isNotNull() & (F.col("simhash_version") == fingerprint.VERSION))
+    keyed = lookup_keys(pages, fingerprint.lookup_masks(max_distance, comparable.count())).cache()
+    pending = pages.filter(~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))).select("url")
+    canonical = pages.select(F.col("url").alias("duplicate_of"),
+                             (~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))).alias("pending"))
+    orphaned = (pages.filter(F.col("duplicate_of").isNotNull()).select("url", "duplicate_of")
+                .join(canonical, "duplicate_of", "left")
+                .filter(F.col("pending").isNull() | F.col("pending")).select("url"))
+    lookups = pending.unionByName(orphaned).distinct()
+    first, _ = partners(lookups, keyed, max_distance, max_per_key)
+    decide = lookups.unionByName(first.select(F.col("partner").alias("url"))).distinct().localCheckpoint()
+    found, hot_keys = partners(decide, keyed, max_distance, max_per_key)
+    best = found.groupBy("url").agg(F.min("partner_rank").alias("best"))
+    decisions = (decide.join(pages, "url").join(best, "url", "left")
+                 .select("url", F.when(F.col("best") < rank("first_seen_at", "url"), F.col("best.url"))
+                         .alias("duplicate_of"), "last_fetch_at"))
+    keyed.unpersist()
+    return decisions, hot_keys
