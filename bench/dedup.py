@@ -56,8 +56,7 @@ def build(spark, path: str, clustered: bool) -> None:
     from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
 
     if clustered:  # the group's centre with up to 3 bits flipped
-        flips = [F.shiftleft(F.lit(1).cast("long"), F.pmod(F.xxhash64("id", F.lit(n)), F.lit(64)).cast("int"))
-                 for n in range(3)]
+        flips = [F.expr(f"shiftleft(1L, cast(pmod(xxhash64(id, {n}), 64) as int))") for n in range(3)]
         simhash = F.xxhash64(F.col("id") % CLUSTERS).bitwiseXOR(flips[0]).bitwiseXOR(flips[1]).bitwiseXOR(flips[2])
     else:
         simhash = F.xxhash64("id")

@@ -177,7 +177,8 @@ def test_dedup_marks_identical_and_near_duplicates_and_is_idempotent(spark, cfg,
 
 def test_dedup_decides_again_only_what_a_refetch_can_change(spark, cfg, tmp_path):
     """A refetched canonical page that changed frees its duplicates, an unrelated page is not rewritten,
-    and a page refetched with an earlier first_seen_at becomes the canonical page of older ones."""
+    and a page fetched for the first time becomes the canonical page of the later-seen pages near it, also
+    of one that is near none of the refetched pages' partners but theirs (e: decided in a second round)."""
     from datetime import datetime
 
     from delta.tables import DeltaTable
@@ -192,10 +193,12 @@ def test_dedup_decides_again_only_what_a_refetch_can_change(spark, cfg, tmp_path
         ("http://a.com/original", 2, "d1", base, "fetched", None),
         ("http://b.com/near", 3, "d2", base ^ 0b11, "fetched", None),
         ("http://c.com/other", 4, "d3", ~base & (2**64 - 1), "fetched", None),
-        ("http://d.com/new", 1, None, 0, "unfetched", None)]), schemas.url_state()).write.format("delta").save(
+        ("http://d.com/new", 1, None, 0, "unfetched", None),
+        ("http://e.com/later", 5, "d5", base ^ 0b1111, "fetched", None)]), schemas.url_state()).write.format("delta").save(
         CrawlDir(crawl).crawldb)
     dedup.run(spark, cfg, crawl)
-    assert _marks(spark, crawl)["http://b.com/near"][0] == "http://a.com/original"
+    first = _marks(spark, crawl)
+    assert (first["http://b.com/near"][0], first["http://e.com/later"][0]) == ("http://a.com/original", "http://b.com/near")
     table = DeltaTable.forPath(spark, CrawlDir(crawl).crawldb)
     table.update("url = 'http://a.com/original'", {"simhash": F.lit(fingerprint.to_signed(~base & (2**64 - 1) ^ 0xFF)), "content_digest": F.lit("d9"),
                                                    "last_fetch_at": F.lit(datetime(2026, 3, 1))})
@@ -206,8 +209,8 @@ def test_dedup_decides_again_only_what_a_refetch_can_change(spark, cfg, tmp_path
     stats = dedup.run(spark, cfg, crawl)
     assert _marks(spark, crawl) == {
         "http://a.com/original": (None, 1.0), "http://b.com/near": ("http://d.com/new", 0.1),
-        "http://c.com/other": (None, 1.0), "http://d.com/new": (None, 1.0)}
-    assert stats["changed"] == 3  # a and d recorded as seen, b re-marked; c untouched
+        "http://c.com/other": (None, 1.0), "http://d.com/new": (None, 1.0), "http://e.com/later": ("http://d.com/new", 0.1)}
+    assert stats["changed"] == 4  # a and d recorded as seen, b and e re-marked; c untouched
     assert read(spark, CrawlDir(crawl).crawldb).filter("url = 'http://c.com/other'").collect() == untouched
 
 

@@ -14,6 +14,8 @@ best-ranked pages, so a skewed key costs a bounded number of comparisons per loo
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 from pyspark.sql.window import Window
@@ -42,24 +44,27 @@ def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
             .filter(F.col("key").isNotNull()))
 
 
-def partners(lookups: DataFrame, keyed: DataFrame, max_distance: int, max_per_key: int) -> tuple[DataFrame, int]:
-    """(url, partner, partner_rank) for every partner found of the `lookups` pages, and how many of their
-    keys were cut to `max_per_key` pages; `keyed` holds the lookup keys of every page."""
-    wanted = lookups.select("url").join(keyed, "url").select("table", "key").distinct()
+def partners(lookups: Optional[DataFrame], keyed: DataFrame, max_distance: int,
+             max_per_key: int) -> tuple[DataFrame, int]:
+    """(url, partner, partner_rank) for every partner of the `lookups` pages (urls; None: every page), and
+    how many of their keys were cut to `max_per_key` pages; `keyed` holds the lookup keys of every page."""
+    mine = keyed if lookups is None else keyed.join(lookups, "url", "left_semi")
+    candidates = keyed if lookups is None else keyed.join(mine.select("table", "key").distinct(), ["table", "key"],
+                                                          "left_semi")
     by_rank = Window.partitionBy("table", "key").orderBy("rank")
-    candidates = (keyed.join(wanted, ["table", "key"], "left_semi")
-                  .withColumn("rank", rank("first_seen_at", "url"))
-                  .withColumn("place", F.row_number().over(by_rank)))
-    kept = candidates.filter(F.col("place") <= max_per_key)
-    mine, theirs = keyed.join(lookups.select("url"), "url", "left_semi").alias("a"), kept.alias("b")
-    found = (mine.join(theirs, (F.col("a.table") == F.col("b.table")) & (F.col("a.key") == F.col("b.key"))
-                       & (F.col("a.url") != F.col("b.url")))
+    candidates = (candidates.withColumn("rank", rank("first_seen_at", "url"))
+                  .withColumn("place", F.row_number().over(by_rank))
+                  .filter(F.col("place") <= max_per_key + 1).localCheckpoint())
+    hot_keys = candidates.filter(F.col("place") == max_per_key + 1).count()
+    a, b = mine.alias("a"), candidates.filter(F.col("place") <= max_per_key).alias("b")
+    found = (a.join(b, (F.col("a.table") == F.col("b.table")) & (F.col("a.key") == F.col("b.key"))
+                    & (F.col("a.url") != F.col("b.url")))
              .filter((F.col("a.content_digest") == F.col("b.content_digest"))
                      | ((F.col("a.table") != DIGEST_TABLE)
                         & (F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))) <= max_distance)))
              .select(F.col("a.url").alias("url"), F.col("b.url").alias("partner"), F.col("b.rank").alias("partner_rank"))
              .distinct())
-    return found, candidates.filter(F.col("place") == max_per_key + 1).count()
+    return found, hot_keys
 
 
 def duplicate_decisions(pages: DataFrame, max_distance: int, max_per_key: int):
@@ -68,21 +73,30 @@ def duplicate_decisions(pages: DataFrame, max_distance: int, max_per_key: int):
 
     `pages`: the fetched pages with a digest (url, content_digest, simhash, simhash_version,
     first_seen_at, last_fetch_at, deduped_fetch_at, duplicate_of)."""
-    comparable = pages.filter(F.col("simhash").isNotNull() & (F.col("simhash_version") == fingerprint.VERSION))
-    keyed = lookup_keys(pages, fingerprint.lookup_masks(max_distance, comparable.count())).cache()
-    pending = pages.filter(~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))).select("url")
-    canonical = pages.select(F.col("url").alias("duplicate_of"),
-                             (~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))).alias("pending"))
-    orphaned = (pages.filter(F.col("duplicate_of").isNotNull()).select("url", "duplicate_of")
-                .join(canonical, "duplicate_of", "left")
-                .filter(F.col("pending").isNull() | F.col("pending")).select("url"))
-    lookups = pending.unionByName(orphaned).distinct()
-    first, _ = partners(lookups, keyed, max_distance, max_per_key)
-    decide = lookups.unionByName(first.select(F.col("partner").alias("url"))).distinct().localCheckpoint()
-    found, hot_keys = partners(decide, keyed, max_distance, max_per_key)
+    comparable = F.col("simhash").isNotNull() & (F.col("simhash_version") == fingerprint.VERSION)
+    pending = ~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))
+    counts = pages.agg(F.count("*").alias("pages"), F.count(F.when(comparable, 1)).alias("comparable"),
+                       F.count(F.when(pending, 1)).alias("pending")).first()
+    keyed = lookup_keys(pages, fingerprint.lookup_masks(max_distance, counts.comparable)).localCheckpoint()
+    if counts.pending == counts.pages:  # the first run (or every page fetched again): one pass over all
+        found, hot_keys = partners(None, keyed, max_distance, max_per_key)
+        decide = pages.select("url")
+    else:
+        canonical = pages.select(F.col("url").alias("duplicate_of"), pending.alias("pending"))
+        orphaned = (pages.filter(F.col("duplicate_of").isNotNull()).select("url", "duplicate_of")
+                    .join(canonical, "duplicate_of", "left")
+                    .filter(F.col("pending").isNull() | F.col("pending")).select("url"))
+        lookups = pages.filter(pending).select("url").unionByName(orphaned).distinct().localCheckpoint()
+        first, hot_keys = partners(lookups, keyed, max_distance, max_per_key)
+        first = first.localCheckpoint()
+        affected = first.select(F.col("partner").alias("url")).distinct().join(lookups, "url", "left_anti")
+        affected = affected.localCheckpoint()
+        found, decide = first, lookups
+        if not affected.isEmpty():  # partners whose best partner may now be a page of the lookups
+            second, hot_again = partners(affected, keyed, max_distance, max_per_key)
+            found, decide, hot_keys = first.unionByName(second), lookups.unionByName(affected), max(hot_keys, hot_again)
     best = found.groupBy("url").agg(F.min("partner_rank").alias("best"))
     decisions = (decide.join(pages, "url").join(best, "url", "left")
                  .select("url", F.when(F.col("best") < rank("first_seen_at", "url"), F.col("best.url"))
                          .alias("duplicate_of"), "last_fetch_at"))
-    keyed.unpersist()
     return decisions, hot_keys
