@@ -6,6 +6,11 @@ SimHashes of their main text within Hamming distance `dedup.max_hamming_distance
 lookup tables without comparing all pairs (`crawler_lib.spark.dedup`). Each run decides again only the
 pages fetched since the last run and the pages their change can affect.
 
+Fingerprints carry the version of their features (`simhash_version`); only fingerprints of the current
+version are compared. A page fingerprinted by an older release keeps its digest comparisons and gets a
+current fingerprint when it is next fetched (within `schedule.max_interval_s`); dedup reports how many
+such pages remain.
+
 Canonical page of a group, the stated deterministic rule: earliest first_seen_at, then shortest
 URL, then smallest URL. Every other page gets `duplicate_of` = its canonical page and its priority
 lowered to at most `dedup.duplicate_priority`; its outlinks were already kept by updatedb. A page that
