@@ -147,8 +147,8 @@ class TestWeb:
             links += [f'<a href="{path}">{path}</a>' for path in self.SPECIAL_PATHS]
             links.append(f'<a href="{own}/page/0#frag">same page</a>')
         text = self.page_text(h, n)
-        if near:
-            text[len(text) // 2] = "changed"  # one word differs: a near-duplicate of the page
+        if near:  # a counter differs: a near-duplicate (not byte-identical) of the page
+            text.insert(len(text) // 2, "1204")
         words = " ".join(text)
         title = f"Host {h} {'home' if n is None else f'page {n}'}"
         if self.realistic_crawl:  # prose: paragraphs of a shared pool, words with Zipf frequencies
