@@ -25,14 +25,9 @@ NOW = datetime(2026, 11, 30, 12, 0, 0)
 
 
 def corpus_roc(max_distance: int) -> dict:
-    from crawler_lib.fingerprint import hamming, simhash64
-    from crawler_lib.parser import parse_html
-    from tests.near_duplicate_corpus import Corpus
+    from tests.near_duplicate_corpus import Corpus, labelled_distances
 
-    def fingerprint(html: bytes) -> int:
-        return simhash64(parse_html(html, "http://corpus.test/").text)
-
-    distances = [(p.kind, p.near, hamming(fingerprint(p.first), fingerprint(p.second))) for p in Corpus().pairs()]
+    distances = labelled_distances(Corpus().pairs())
     positives = [d for _, near, d in distances if near]
     negatives = [d for _, near, d in distances if not near]
     by_kind = collections.defaultdict(list)

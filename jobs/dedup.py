@@ -22,10 +22,9 @@ import sys
 
 from pyspark.sql import functions as F
 
-from crawler_lib import fingerprint
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir
-from crawler_lib.spark.dedup import duplicate_decisions
+from crawler_lib.spark.dedup import current_fingerprint, duplicate_decisions
 from crawler_lib.spark.tables import crawldb_table, run_merge
 from jobs.base import CrawlJob
 
@@ -47,7 +46,7 @@ def run(spark, cfg, crawl_dir: str) -> dict:
         .whenMatchedUpdate(condition="NOT (t.duplicate_of <=> s.duplicate_of) OR NOT (t.deduped_fetch_at <=> s.last_fetch_at)",
                            set={"duplicate_of": "s.duplicate_of", "deduped_fetch_at": "s.last_fetch_at",
                                 "priority": F.when(F.col("s.duplicate_of").isNotNull(), lowered).otherwise(F.col("t.priority"))}))
-    older = F.col("simhash").isNotNull() & ~F.col("simhash_version").eqNullSafe(F.lit(fingerprint.VERSION))
+    older = F.col("simhash").isNotNull() & ~current_fingerprint()
     totals = table.toDF().agg(F.count("duplicate_of").alias("duplicates"), F.count(F.when(is_page, 1)).alias("pages"),
                               F.count(F.when(is_page & older, 1)).alias("older")).first()
     return {"changed": metrics.get("num_updated_rows", 0), "duplicates": totals.duplicates,

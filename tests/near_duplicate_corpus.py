@@ -98,3 +98,15 @@ class Corpus(Prose):
                      for _ in range(2)]
             out.append(Pair("pages sharing only boilerplate", False, *short))
         return out
+
+
+def labelled_distances(pairs: list[Pair]) -> list[tuple[str, bool, int]]:
+    """(kind, near, Hamming distance) of every pair's fingerprints, as the parse step computes them."""
+    from crawler_lib.fingerprint import hamming, simhash64
+    from crawler_lib.parser import parse_html
+
+    def fingerprint(html: bytes) -> int:
+        return simhash64(parse_html(html, "http://corpus.test/").text)
+
+    return [(pair.kind, pair.near, hamming(fingerprint(pair.first), fingerprint(pair.second))) for pair in pairs]
+

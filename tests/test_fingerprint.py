@@ -9,18 +9,13 @@ from hypothesis import strategies as hs
 
 from crawler_lib.fingerprint import distinct_words, hamming, lookup_masks, simhash64, to_signed, to_unsigned
 from crawler_lib.parser import parse_html
-from tests.near_duplicate_corpus import Corpus
-
-
-def page_fingerprint(html: bytes) -> int:
-    return simhash64(parse_html(html, "http://corpus.test/").text)
+from tests.near_duplicate_corpus import Corpus, labelled_distances
 
 
 @pytest.fixture(scope="module")
 def corpus_distances():
     """(kind, near, distance) of every labelled pair."""
-    return [(pair.kind, pair.near, hamming(page_fingerprint(pair.first), page_fingerprint(pair.second)))
-            for pair in Corpus().pairs()]
+    return labelled_distances(Corpus().pairs())
 
 
 def rates(distances, bits):

@@ -25,6 +25,11 @@ from crawler_lib import fingerprint
 DIGEST_TABLE = -1  # the lookup "table" of exact duplicates: keyed on a hash of the content digest
 
 
+def current_fingerprint():
+    """True where the row's SimHash is of the current feature version (only those are compared)."""
+    return F.col("simhash").isNotNull() & F.col("simhash_version").eqNullSafe(F.lit(fingerprint.VERSION))
+
+
 def rank(seen: str, url: str):
     """A sortable struct in the canonical order: first seen, URL length, URL."""
     return F.struct(F.coalesce(F.col(seen), F.lit("9999-12-31").cast("timestamp_ntz")).alias("seen"),
@@ -34,10 +39,9 @@ def rank(seen: str, url: str):
 def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
     """(table, key, url, ...) rows: a page's digest key, and one key per lookup table when its fingerprint
     is of the current version."""
-    comparable = F.col("simhash").isNotNull() & (F.col("simhash_version") == fingerprint.VERSION)
     keys = [F.struct(F.lit(DIGEST_TABLE).alias("table"), F.xxhash64("content_digest").alias("key"))]
     keys += [F.struct(F.lit(n).alias("table"),
-                      F.when(comparable, F.col("simhash").bitwiseAND(F.lit(fingerprint.to_signed(mask)))).alias("key"))
+                      F.when(current_fingerprint(), F.col("simhash").bitwiseAND(F.lit(fingerprint.to_signed(mask)))).alias("key"))
              for n, mask in enumerate(masks)]
     return (pages.select("*", F.explode(F.array(*keys)).alias("k"))
             .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), *pages.columns)
@@ -73,9 +77,8 @@ def duplicate_decisions(pages: DataFrame, max_distance: int, max_per_key: int):
 
     `pages`: the fetched pages with a digest (url, content_digest, simhash, simhash_version,
     first_seen_at, last_fetch_at, deduped_fetch_at, duplicate_of)."""
-    comparable = F.col("simhash").isNotNull() & (F.col("simhash_version") == fingerprint.VERSION)
     pending = ~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))
-    counts = pages.agg(F.count("*").alias("pages"), F.count(F.when(comparable, 1)).alias("comparable"),
+    counts = pages.agg(F.count("*").alias("pages"), F.count(F.when(current_fingerprint(), 1)).alias("comparable"),
                        F.count(F.when(pending, 1)).alias("pending")).first()
     keyed = lookup_keys(pages, fingerprint.lookup_masks(max_distance, counts.comparable)).localCheckpoint()
     if counts.pending == counts.pages:  # the first run (or every page fetched again): one pass over all
