@@ -21,7 +21,7 @@ setup: check-java $(DEPS_STAMP) $(JARS_STAMP)
 check-java:
 	@command -v java >/dev/null 2>&1 || { echo "error: Java 17+ is required by Spark: install a JDK/JRE 17 (e.g. apt-get install openjdk-17-jre-headless) and put 'java' on PATH" >&2; exit 1; }
 
-$(DEPS_STAMP): setup.cfg pyproject.toml
+$(DEPS_STAMP): setup.cfg setup.py pyproject.toml crawler_lib/_simhash.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[dev]'

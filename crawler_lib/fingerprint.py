@@ -12,6 +12,10 @@ changes without the page changing); each Chinese, Japanese or Korean character i
 itself (those scripts do not separate words by spaces). Fingerprints of an older feature set are not
 comparable: `VERSION` is stored beside every fingerprint and dedup compares only equal versions.
 
+The vote runs in C (`crawler_lib/_simhash.c`, built by `make setup` where a C compiler exists): on
+word-rich pages the Python form below spends most of the parse step's CPU. Both give the same
+fingerprints (tests/test_fingerprint.py); without the extension the Python form is used.
+
 Spark stores the fingerprint in a signed 64-bit column: `to_signed`/`to_unsigned` convert.
 """
 from __future__ import annotations
@@ -22,6 +26,11 @@ from itertools import combinations
 from math import comb
 
 import numpy as np
+
+try:
+    from crawler_lib import _simhash as native
+except ImportError:  # installed without a C compiler: the Python form, same fingerprints
+    native = None
 
 VERSION = 2  # 1: count-weighted character 4-shingles of the whole body text
 MAX_TEXT_CHARS = 100_000  # ~15,000 words: bounded work per page; later text rarely decides near-duplicates
@@ -60,6 +69,16 @@ def distinct_words(text: str) -> set[bytes]:
 def simhash64(text: str) -> int:
     """Unsigned 64-bit SimHash of `text`: bit i is set when more than half of its distinct words hash
     with bit i set (CRC-32 of the word, spread to 64 bits by splitmix64)."""
+    if native is None:
+        return python_simhash64(text)
+    text = text[:MAX_TEXT_CHARS]
+    if text.isascii():
+        return native.ascii_simhash(text.encode("ascii"))
+    return native.words_simhash(distinct_words(text))
+
+
+def python_simhash64(text: str) -> int:
+    """`simhash64` without the C extension."""
     words = distinct_words(text)
     if not words:
         return 0

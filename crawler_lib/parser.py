@@ -73,8 +73,9 @@ def _charset(content_type: Optional[str], body: bytes) -> str:
 def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
                max_outlinks: int = 2000, max_url_length: int = 2048) -> ParseResult:
     """Parse a decoded HTML payload; links are resolved against <base href> and normalized."""
-    text = body.decode(_charset(content_type, body), errors="replace")
-    tree = LexborHTMLParser(text)
+    # lexbor reads UTF-8 bytes (a str is encoded first, more slowly than str.encode)
+    html = body.decode(_charset(content_type, body), errors="replace").encode("utf-8", "replace")
+    tree = LexborHTMLParser(html)
     result = ParseResult()
     title = tree.css_first("title")
     if title is not None:
@@ -113,7 +114,7 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
         rel = (attributes.get("rel") or "").lower().split()
         anchor = node.text(strip=True)[:200] if node.tag == "a" else (attributes.get("alt") or "")[:200]
         result.outlinks.append(Outlink(url, anchor, "nofollow" in rel))
-    result.text = main_text(tree) or _body_text(LexborHTMLParser(text))
+    result.text = main_text(tree) or _body_text(LexborHTMLParser(html))
     return result
 
 

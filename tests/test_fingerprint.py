@@ -2,12 +2,15 @@
 and the lookup tables that find every pair within the configured distance."""
 import collections
 import random
+import shutil
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as hs
 
-from crawler_lib.fingerprint import distinct_words, hamming, lookup_masks, simhash64, to_signed, to_unsigned
+from crawler_lib import fingerprint
+from crawler_lib.fingerprint import (MAX_TEXT_CHARS, distinct_words, hamming, lookup_masks, python_simhash64, simhash64,
+                                     to_signed, to_unsigned)
 from crawler_lib.parser import parse_html
 from tests.near_duplicate_corpus import Corpus, labelled_distances
 
@@ -78,6 +81,39 @@ def test_unrelated_texts_are_half_the_bits_apart():
     fingerprints = [simhash64(" ".join(rng.choices(words, k=300))) for _ in range(40)]
     gaps = [hamming(a, b) for a, b in zip(fingerprints, fingerprints[1:])]
     assert 26 <= sum(gaps) / len(gaps) <= 38
+
+
+def test_the_c_extension_is_built_where_a_c_compiler_exists():
+    if not (shutil.which("cc") or shutil.which("gcc")):
+        pytest.skip("no C compiler to build crawler_lib._simhash (apt-get install gcc): the Python form is used")
+    assert fingerprint.native is not None
+
+
+needs_native = pytest.mark.skipif(fingerprint.native is None, reason="crawler_lib._simhash not built (no C compiler)")
+TEXT_PIECES = ["Crawl", "crawl", "CRAWL", "index_2", "2026", "007", "x9", "_", "a", "Z", " ", "  ", ", ", "-", "\n", "\t",
+               "ü", "Wörds", "日本語", "ß", "İ", "\u00a0", "²", "٣", "\udcff", "é", "ﬁ", "Ⅻ"]
+
+
+@needs_native
+@settings(max_examples=500, deadline=None)
+@given(pieces=hs.lists(hs.sampled_from(TEXT_PIECES) | hs.text(max_size=8), max_size=60))
+def test_the_c_extension_and_the_python_form_give_the_same_fingerprint(pieces):
+    text = "".join(pieces)
+    assert simhash64(text) == python_simhash64(text)
+    ascii_only = text.encode("ascii", "ignore").decode()
+    assert simhash64(ascii_only) == python_simhash64(ascii_only)
+
+
+@needs_native
+def test_the_c_extension_agrees_on_whole_pages_and_past_the_text_bound():
+    corpus = Corpus()
+    rng = random.Random(8)
+    for n in range(20):
+        text = parse_html(corpus.page(corpus.sites[n % len(corpus.sites)], "T", corpus.article(rng, 900)),
+                          "http://corpus.test/").text
+        assert simhash64(text) == python_simhash64(text)
+    long_text = " ".join(f"w{i}" for i in range(MAX_TEXT_CHARS // 3))
+    assert simhash64(long_text) == python_simhash64(long_text) != python_simhash64(long_text[:MAX_TEXT_CHARS // 2])
 
 
 @settings(max_examples=200, deadline=None)
