@@ -87,6 +87,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
             raise CrawlError(f"segment {segment_id} has no {part} output (run fetch and parse first)")
     fetch = read(spark, crawl.segment(segment_id, "fetch"))
     parse = read(spark, crawl.segment(segment_id, "parse"))
+    if "simhash_version" not in parse.columns:  # parsed by an earlier release: its fingerprints are version 1
+        parse = parse.withColumn("simhash_version", F.when(F.col("simhash").isNotNull(), F.lit(1)).cast("int"))
     crawldb = crawldb_table(spark, crawl.crawldb)
 
     # 1. Apply results to the rows this segment leased (the decision table, as Columns).
