@@ -23,12 +23,15 @@ check-java:
 
 $(DEPS_STAMP): setup.cfg setup.py pyproject.toml crawler_lib/_simhash.c
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	@mkdir -p $(CACHE)/logs
+	@echo "installing the package and its dependencies into $(VENV) (log: $(CACHE)/logs/pip.log)"
+	@{ $(PY) -m pip install -q --upgrade pip && $(PY) -m pip install -q -e '.[dev]'; } >$(CACHE)/logs/pip.log 2>&1 \
+	  || { tail -n 30 $(CACHE)/logs/pip.log >&2; echo "error: pip install failed; see $(CACHE)/logs/pip.log" >&2; exit 1; }
+	@$(PY) -c "from crawler_lib import fingerprint; fingerprint.native or print('note: no C compiler: the page fingerprint uses its Python form (same values, ~10x slower)')"
 	@touch $@
 
 $(JARS_STAMP): $(DEPS_STAMP)
-	$(PY) -m crawler_lib.spark.jars --dest $(CACHE)/jars --ivy $(CACHE)/ivy
+	@$(PY) -m crawler_lib.spark.jars --dest $(CACHE)/jars --ivy $(CACHE)/ivy
 	@touch $@
 
 # hadoop-aws and the AWS SDK modules it needs, for a crawl dir on s3a:// (README: "Crawl dir on S3").
@@ -39,7 +42,7 @@ $(S3_JARS_STAMP): $(DEPS_STAMP)
 	@touch $@
 
 demo: setup
-	$(PY) -m crawler_lib.testweb.demo --crawl-dir $(DEMO_DIR) --cycles $(CYCLES)
+	@$(PY) -m crawler_lib.testweb.demo --crawl-dir $(DEMO_DIR) --cycles $(CYCLES)
 
 test: setup test-dags
 	$(PY) -m pytest -q -m "not cluster"

@@ -2,30 +2,19 @@
 
 One line per response or revisit record: `<SURT key> <14-digit timestamp> {json}` with url, mime,
 status, digest, length, offset and filename, sorted, so the crawl can be browsed and replayed with
-standard tools (e.g. `wb-manager` collections in pywb).
+standard tools (e.g. `wb-manager` collections in pywb). Keys come from the `surt` package, the one pywb
+and cdxj-indexer compute theirs with, so a lookup by pywb finds what we indexed (`www2.` hosts, paths
+ending in `/`, escaped paths).
 """
 from __future__ import annotations
 
 import json
 import os
 from typing import Iterable, Iterator
-from urllib.parse import parse_qsl, urlencode, urlsplit
 
 import fsspec
+from surt import surt
 from warcio.archiveiterator import ArchiveIterator
-
-
-def surt(url: str) -> str:
-    """SURT sort key as pywb computes it: reversed host (no www.), path, sorted query; lowercase."""
-    parts = urlsplit(url.strip().lower())
-    host = (parts.hostname or "").removeprefix("www.")
-    key = ",".join(reversed(host.split(".")))
-    if parts.port and parts.port not in (80, 443):
-        key += f":{parts.port}"
-    key += ")" + (parts.path or "/")
-    if parts.query:
-        key += "?" + urlencode(sorted(parse_qsl(parts.query, keep_blank_values=True)))
-    return key
 
 
 def index_records(path: str) -> Iterator[str]:

@@ -9,11 +9,14 @@ object Spark committed; no registry table is needed.
 """
 from __future__ import annotations
 
+import os
 import secrets
+import tempfile
 from datetime import datetime, timezone
 from typing import Optional
 
 import fsspec
+import fsspec.utils
 
 
 def fresh_fs(url: str):
@@ -38,6 +41,14 @@ class CrawlDir:
 
     def segment(self, segment_id: str, part: str) -> str:
         return f"{self.segments}/{segment_id}/{part}"
+
+    def spark_log(self, job: str, now: datetime) -> str:
+        """Where a job's Spark, Ivy and JVM console output goes: `logs/` of a local crawl dir; for one on
+        object storage, the machine's temporary directory (a JVM writes its console to a local file)."""
+        scheme = fsspec.utils.get_protocol(self.root)
+        folder = (f"{self.root.removeprefix('file://')}/logs" if scheme in ("file", "local")
+                  else os.path.join(tempfile.gettempdir(), "sparkcrawler-logs"))
+        return f"{folder}/{job}-{now:%Y%m%dT%H%M%S}-{os.getpid()}.log"
 
     def exists(self) -> bool:
         fs, path = fresh_fs(self.root)

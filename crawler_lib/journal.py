@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import json
 import os
+import threading
+import time
+from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Optional
@@ -169,3 +172,96 @@ class FetchJournal:
             self._file = None
         elif self.enabled and not self.appends:
             self.write_part(self.take_buffer())
+
+
+class JournalTail:
+    """The driver's view of a running fetch, read from its tasks' journals: each poll reads only what
+    was written since the last one (whole lines; a line being written is read next time)."""
+
+    def __init__(self, directory: str):
+        self.fs, self.path = fsspec.core.url_to_fs(directory.rstrip("/"))
+        self._offsets: dict[str, int] = {}
+        self.urls = 0
+        self.by_class: Counter = Counter()  # "200", "404", ... for answers; the outcome otherwise
+        self.bytes = 0
+        self.hosts_requested: dict[str, float] = {}  # host key -> last request start (epoch)
+
+    def poll(self) -> None:
+        self.fs.invalidate_cache(self.path)
+        try:
+            names = self.fs.find(self.path)
+        except OSError:
+            return
+        for name in sorted(names):
+            offset = self._offsets.get(name, 0)
+            try:
+                with self.fs.open(name, "rb") as handle:
+                    handle.seek(offset)
+                    data = handle.read()
+            except OSError:
+                continue
+            whole = data[:data.rfind(b"\n") + 1]
+            self._offsets[name] = offset + len(whole)
+            for raw in whole.splitlines():
+                try:
+                    self._add(json.loads(raw))
+                except (ValueError, KeyError, TypeError):
+                    continue  # a line cut by a killed attempt
+
+    def _add(self, line: dict) -> None:
+        kind = line["k"]
+        if kind == "url":
+            self.urls += 1
+            status = line.get("http_status")
+            self.by_class[str(status) if status is not None else line.get("outcome") or "unknown"] += 1
+        elif kind == "request":
+            self.bytes += line.get("bytes") or 0
+        elif kind == "intent":
+            self.hosts_requested[line["host_key"]] = max(line["at"], self.hosts_requested.get(line["host_key"], 0.0))
+
+    def line(self, label: str, total: int, elapsed_s: float, now: float, active_window_s: float) -> str:
+        """One progress line; a host is active when it was sent a request within `active_window_s`."""
+        active = sum(at >= now - active_window_s for at in self.hosts_requested.values())
+        mix = " ".join(f"{key}={count}" for key, count in self.by_class.most_common(6)) or "nothing answered yet"
+        share = f" ({self.urls / total:.0%})" if total else ""
+        eta = ""
+        if 0 < self.urls < total:
+            eta = f", ETA {_duration(elapsed_s * (total - self.urls) / self.urls)}"
+        return (f"{label}: {self.urls} of {total} URLs{share} in {_duration(elapsed_s)}, "
+                f"{self.bytes / 1e6:.1f} MB, {active} of {len(self.hosts_requested)} hosts active; {mix}{eta}")
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(seconds)
+    return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
+
+
+class FetchProgress:
+    """While a fetch runs: one progress line every `interval_s` (0: none), from its journals."""
+
+    def __init__(self, directory: str, label: str, total: int, interval_s: float, report):
+        self.tail = JournalTail(directory)
+        self.label, self.total, self.interval_s, self.report = label, total, interval_s, report
+        self._stop = threading.Event()
+        self._thread: Optional[threading.Thread] = None
+
+    def __enter__(self) -> "FetchProgress":
+        if self.interval_s > 0:
+            self._thread = threading.Thread(target=self._run, name="fetch-progress", daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=10)
+
+    def _run(self) -> None:
+        started = time.time()
+        while not self._stop.wait(self.interval_s):
+            try:
+                self.tail.poll()
+            except Exception:  # progress must never fail the fetch it reports on
+                continue
+            now = time.time()
+            self.report(self.tail.line(self.label, self.total, now - started, now, self.interval_s))

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from datetime import datetime, timezone
 from typing import Callable, Optional, Sequence
@@ -102,11 +103,13 @@ class CrawlJob:
         args = cls.parser().parse_args(argv)
         configure_logging(args.verbose)
         spark = None
+        spark_log = None if args.verbose or not (cls.uses_spark and cls.uses_crawl_dir) \
+            else CrawlDir(args.crawl_dir).spark_log(cls.name, utc_now())
         try:
             cfg = Config.load(args.conf, args.define)
             cls.preflight(cfg, args)
             if cls.uses_spark:
-                spark = _session(cls.name, cfg)
+                spark = _session(cls.name, cfg, spark_log)
             return cls.execute(spark, cfg, args)
         except (ConfigError, CrawlError, OSError) as exc:
             if args.verbose:
@@ -116,21 +119,26 @@ class CrawlJob:
         except Exception as exc:  # an internal error: one line for the operator, details in --verbose
             log.debug("failed", exc_info=True)
             first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+            spark_said = f"; Spark's log: {spark_log}" if spark_log and os.path.exists(spark_log) else ""
             print(f"error: {cls.name} failed: {type(exc).__name__}: {first[:500]}"
-                  + ("" if args.verbose else " (run with --verbose for the traceback)"), file=sys.stderr)
+                  + ("" if args.verbose else f" (run with --verbose for the traceback{spark_said})"), file=sys.stderr)
             return 1
         finally:
             if spark is not None and getattr(spark, "_crawler_owned", False):
                 spark.stop()
 
 
-def _session(name: str, cfg: Config):
+def _session(name: str, cfg: Config, log_path: Optional[str]):
+    """The job's session; a JVM it launches writes Spark's, Ivy's and its own console output to
+    `log_path` (None, as with --verbose: to the console), named in one line on stderr."""
     from pyspark import SparkContext
 
     from crawler_lib.spark.session import get_spark
 
     owned = SparkContext._active_spark_context is None
-    spark = get_spark(f"crawler-{name}", cfg)
+    spark = get_spark(f"crawler-{name}", cfg, log_path=log_path)
     spark._crawler_owned = owned
     spark.sparkContext.setLogLevel("WARN")
+    if spark._crawler_log:
+        print(f"{name}: Spark's log: {spark._crawler_log} (--verbose: on the console)", file=sys.stderr)
     return spark

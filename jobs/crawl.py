@@ -24,7 +24,7 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
             report(f"cycle {cycle}/{cycles}: no URLs due; stopping")
             break
         segment = generated["segment"]
-        fetched = timer.run("fetch", fetch.run, spark, cfg, crawl_dir, segment)
+        fetched = timer.run("fetch", fetch.run, spark, cfg, crawl_dir, segment, None, report)
         parsed = timer.run("parse", parse.run, spark, cfg, crawl_dir, segment)
         updated = timer.run("updatedb", updatedb.run, spark, cfg, crawl_dir, segment)
         elapsed = sum(timer.seconds.values())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import sys
 from datetime import datetime
-from typing import Optional
+from typing import Callable, Optional
 
 from pyspark import TaskContext
 from pyspark.sql import functions as F
@@ -22,6 +22,7 @@ from pyspark.sql.types import StringType, StructField, StructType
 
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.fetcher import fetch_partition
+from crawler_lib.journal import FetchProgress
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
@@ -57,7 +58,13 @@ def _fetch_task(cfg, segment_id: str, warc_dir: str, journal_dir: str):
     return run
 
 
-def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None) -> dict:
+def _to_stderr(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
+def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
+        report: Optional[Callable[[str], None]] = None) -> dict:
+    """`report` takes the progress lines while the fetch runs (default: stderr)."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
@@ -75,13 +82,15 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         rows = fetchlist.join(hostdb.select("host_key", *HOST_COLUMNS, *POLICY_COLUMNS, F.coalesce(owned, F.lit(False))
                                             .alias("host_owned"), F.col("lease_expires_at").alias("host_lease_expires_at")),
                               "host_key", "left")
-        last_partition = fetchlist.agg(F.max("fetch_partition")).first()[0]  # None: an empty fetch list
+        last_partition, total = fetchlist.agg(F.max("fetch_partition"), F.count("*")).first()  # None: empty
         partitions = 1 if last_partition is None else max(1, last_partition + 1)
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)
                   .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc,
                                                       crawl.segment(segment_id, "journal"))))
-        overwrite(spark.createDataFrame(output, output_schema()), output_path)
+        with FetchProgress(crawl.segment(segment_id, "journal"), f"fetch {segment_id}", total,
+                           cfg["fetcher.progress_interval_s"], report or _to_stderr):
+            overwrite(spark.createDataFrame(output, output_schema()), output_path)
 
     output = read(spark, output_path)
     overwrite(output.filter("kind = 'url'").select("url_result.*"), crawl.segment(segment_id, "fetch"))

@@ -67,3 +67,19 @@ def test_an_empty_conf_means_the_defaults(step):
     job = getattr(importlib.import_module(module), name)
     assert job.parser().parse_args(["--crawl-dir", "/c", "--conf", ""]).conf is None
     assert job.parser().parse_args(["--crawl-dir", "/c", "--conf", "/etc/c.yaml"]).conf == "/etc/c.yaml"
+
+
+@pytest.mark.parametrize("verbose", [False, True])
+def test_spark_and_jvm_output_go_to_a_log_file_named_in_one_line(tmp_path, verbose):
+    seeds = tmp_path / "seeds.txt"
+    seeds.write_text("http://a.example/\n")
+    crawl = tmp_path / "crawl"
+    done = crawler(*(["--verbose"] if verbose else []), "inject", "--crawl-dir", str(crawl), str(seeds), timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines() == ["injected 1 new URLs (0 known URLs with raised priority, 0 bad lines skipped)"]
+    logs = list((crawl / "logs").glob("inject-*.log")) if (crawl / "logs").exists() else []
+    if verbose:
+        assert not logs and "log4j" in done.stderr
+        return
+    assert done.stderr.splitlines() == [f"inject: Spark's log: {logs[0]} (--verbose: on the console)"]
+    assert "log4j" in logs[0].read_text()  # Spark's start-up lines, kept

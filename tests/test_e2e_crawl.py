@@ -20,7 +20,7 @@ def crawled(spark, tmp_path_factory):
     from crawler_lib.config import Config
     from tests.conftest import TEST_SETTINGS
 
-    cfg = Config.load(overrides=TEST_SETTINGS)
+    cfg = Config.load(overrides={**TEST_SETTINGS, "fetcher.progress_interval_s": 0.5})
     root = tmp_path_factory.mktemp("e2e")
     crawl_dir = str(root / "crawl")
     with TestWeb(hosts=3, pages_per_host=4, lifetime_s=900) as web:
@@ -89,6 +89,43 @@ def test_warc_records_match_crawldb_rows(spark, crawled):
         stored = read_response(row.warc_filename, row.warc_offset, row.warc_length)
         assert stored.url == row.url
         assert stored.http_status == row.http_status
+
+
+def test_a_fetch_reports_its_progress_while_it_runs(crawled):
+    import re
+
+    line = re.compile(r"fetch (\S+): (\d+) of (\d+) URLs .* MB, \d+ of \d+ hosts active; ")
+    progress = [match for match in map(line.match, crawled["lines"]) if match]
+    assert progress, crawled["lines"]
+    segments = {cycle["segment"] for cycle in crawled["cycles"]}
+    assert all(m.group(1) in segments and int(m.group(2)) <= int(m.group(3)) for m in progress)
+    assert any(int(m.group(2)) > 0 for m in progress)
+
+
+def test_a_second_warc_reader_reads_every_record_of_every_file(spark, crawled):
+    """FastWARC (its own C++ parser, not warcio) reads each WARC file to its end, every record's block
+    digest and every response's payload digest verify, and it finds the same records as warcio."""
+    from pathlib import Path
+
+    from fastwarc.warc import ArchiveIterator as FastIterator
+    from fastwarc.warc import WarcRecordType
+    from warcio.archiveiterator import ArchiveIterator
+
+    files = sorted(Path(CrawlDir(crawled["dir"]).warc).rglob("*.warc.gz"))
+    assert files
+    answered = set()
+    for path in files:
+        fast = []
+        for record in FastIterator(str(path), parse_http=False):  # the block digest covers the HTTP headers
+            assert record.verify_block_digest(), (path, record.record_id)
+            fast.append((record.headers.get("WARC-Type"), record.headers.get("WARC-Target-URI")))
+        for record in FastIterator(str(path), record_types=WarcRecordType.response, parse_http=True):
+            assert record.verify_payload_digest(), (path, record.record_id)
+        with open(path, "rb") as handle:
+            assert fast == [(r.rec_type, r.rec_headers.get_header("WARC-Target-URI")) for r in ArchiveIterator(handle)]
+        answered.update(uri for kind, uri in fast if kind in ("response", "revisit"))
+    fetched = {r.url for r in crawldb_rows(spark, crawled["dir"]).values() if r.status == "fetched"}
+    assert fetched and fetched <= answered
 
 
 def test_fetchlog_has_every_request(spark, crawled):

@@ -53,12 +53,19 @@ def s3_coordinates() -> tuple[str, str]:
 def fetch(dest: Path, ivy: Path, packages: str, excludes: str = "", required=()) -> list[Path]:
     from pyspark.sql import SparkSession
 
+    from crawler_lib.spark.session import jvm_output_to  # session imports this module
+
     builder = (SparkSession.builder.master("local[1]").appName("fetch-jars")
                .config("spark.jars.packages", packages).config("spark.jars.ivy", str(ivy.resolve()))
                .config("spark.ui.enabled", "false"))
     if excludes:
         builder = builder.config("spark.jars.excludes", excludes)
-    builder.getOrCreate().stop()
+    log_path = ivy.parent / "logs" / f"{ivy.name}.log"  # Ivy's resolution report and Spark's start-up
+    try:
+        with jvm_output_to(str(log_path)):
+            builder.getOrCreate().stop()
+    except Exception as exc:
+        raise SystemExit(f"error: resolving {packages} failed ({type(exc).__name__}); see {log_path}") from exc
     dest.mkdir(parents=True, exist_ok=True)
     copied = []
     for jar in sorted((ivy / "jars").glob("*.jar")):

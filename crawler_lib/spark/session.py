@@ -7,6 +7,7 @@ Speculation is always off: a speculative copy of a fetch task would be a second 
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import sys
@@ -101,9 +102,33 @@ def session_settings(cfg: Optional[Mapping] = None,
     return settings
 
 
+@contextlib.contextmanager
+def jvm_output_to(log_path: str):
+    """A JVM launched inside this block writes its console (log4j's console appender, Ivy, JVM
+    warnings, and the Python workers it forks) to `log_path` for its whole life: it inherits the
+    process's stdout and stderr at launch, which point at the file only while the block runs."""
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    try:
+        with open(log_path, "ab") as log:
+            os.dup2(log.fileno(), 1)
+            os.dup2(log.fileno(), 2)
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        for fd, original in zip((1, 2), saved):
+            os.dup2(original, fd)
+            os.close(original)
+
+
 def get_spark(app_name: str, cfg: Optional[Mapping] = None,
-              overrides: Optional[Mapping[str, str]] = None) -> SparkSession:
-    """The session for a job; `overrides` (tests) win over config, the launcher wins over both."""
+              overrides: Optional[Mapping[str, str]] = None, log_path: Optional[str] = None) -> SparkSession:
+    """The session for a job; `overrides` (tests) win over config, the launcher wins over both.
+    With `log_path`, a JVM this call launches writes its console output there, not to the console
+    (returns with `spark._crawler_log` = the path, or None when the JVM was already running)."""
     settings = session_settings(cfg, overrides)
     launcher = _launcher_conf()
     builder = SparkSession.builder.appName(app_name)
@@ -114,7 +139,10 @@ def get_spark(app_name: str, cfg: Optional[Mapping] = None,
             continue  # on a cluster the launcher ships Delta (--packages/--jars or the platform)
         builder = builder.config(key, value)
     builder = builder.config("spark.speculation", "false")
-    spark = builder.getOrCreate()
+    launches = log_path is not None and launcher is None and SparkContext._gateway is None
+    with jvm_output_to(log_path) if launches else contextlib.nullcontext():
+        spark = builder.getOrCreate()
+    spark._crawler_log = log_path if launches else None
     if spark.conf.get("spark.speculation", "false").lower() == "true":
         raise RuntimeError("spark.speculation must be false: a speculative fetch task breaks politeness")
     return spark

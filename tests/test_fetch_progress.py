@@ -1,0 +1,48 @@
+"""The driver's progress line while a fetch runs, read from the fetch tasks' journals."""
+import time
+
+from crawler_lib.journal import FetchJournal, FetchProgress, JournalTail
+
+
+def _journal_one(directory, token, host, url, status, at, outcome="response"):
+    journal = FetchJournal(directory, token)
+    journal.intent({"request_id": url, "host_key": host, "url": url, "purpose": "page"}, None, at)
+    journal.request({"request_id": url, "host_key": host, "url": url, "bytes": 2_000_000})
+    journal.url({"url": url, "host_key": host, "outcome": outcome, "http_status": status})
+    journal.close()
+
+
+def test_each_poll_reads_only_new_whole_lines(tmp_path):
+    directory = str(tmp_path / "journal" / "part-00000")
+    tail = JournalTail(str(tmp_path / "journal"))
+    tail.poll()  # nothing journalled yet
+    assert tail.urls == 0
+    now = time.time()
+    _journal_one(directory, "0-0-a", "http://a.test", "http://a.test/1", 200, now)
+    _journal_one(directory, "0-0-a", "http://a.test", "http://a.test/2", 404, now)
+    (tmp_path / "journal" / "part-00001").mkdir()
+    cut = tmp_path / "journal" / "part-00001" / "1-0-b.jsonl"
+    cut.write_text('{"k":"url","url":"http://b.test/1","outcome":"network_error","http_status":null}\n{"k":"u')
+    tail.poll()
+    tail.poll()  # read again: nothing counted twice
+    assert (tail.urls, dict(tail.by_class), tail.bytes) == (3, {"200": 1, "404": 1, "network_error": 1}, 4_000_000)
+    line = tail.line("fetch s1", 6, 90.0, now + 1, 30)
+    assert line == ("fetch s1: 3 of 6 URLs (50%) in 1m30s, 4.0 MB, 1 of 1 hosts active; "
+                    "200=1 404=1 network_error=1, ETA 1m30s")
+    assert "0 of 1 hosts active" in tail.line("fetch s1", 6, 90.0, now + 60, 30)
+
+
+def test_progress_lines_come_every_interval_and_stop_with_the_fetch(tmp_path):
+    lines = []
+    _journal_one(str(tmp_path / "part-00000"), "0-0-a", "http://a.test", "http://a.test/1", 200, time.time())
+    with FetchProgress(str(tmp_path), "fetch s1", 2, 0.05, lines.append):
+        deadline = time.time() + 5
+        while len(lines) < 2 and time.time() < deadline:
+            time.sleep(0.01)
+    count = len(lines)
+    time.sleep(0.2)
+    assert count >= 2 and len(lines) == count  # none after the fetch ended
+    assert lines[0].startswith("fetch s1: 1 of 2 URLs (50%)")
+    with FetchProgress(str(tmp_path), "fetch s1", 2, 0, lines.append):
+        time.sleep(0.1)
+    assert len(lines) == count  # interval 0: no progress lines
