@@ -8,6 +8,8 @@ S3_JARS_STAMP := $(CACHE)/jars-s3/.complete
 DEPS_STAMP := $(VENV)/.installed
 AIRFLOW_VENV := .venv-airflow
 AIRFLOW_STAMP := $(AIRFLOW_VENV)/.installed
+PYWB_VENV := .venv-pywb
+PYWB_STAMP := $(PYWB_VENV)/.installed
 DEMO_DIR ?= demo-crawl
 CYCLES ?= 3
 export CRAWLER_JARS_DIR := $(CURDIR)/$(CACHE)/jars
@@ -44,7 +46,7 @@ $(S3_JARS_STAMP): $(DEPS_STAMP)
 demo: setup
 	@$(PY) -m crawler_lib.testweb.demo --crawl-dir $(DEMO_DIR) --cycles $(CYCLES)
 
-test: setup test-dags
+test: setup test-dags $(PYWB_STAMP)
 	$(PY) -m pytest -q -m "not cluster"
 	@$(MAKE) --no-print-directory test-cluster
 
@@ -62,6 +64,15 @@ $(AIRFLOW_STAMP): dags/requirements.txt
 test-dags: $(AIRFLOW_STAMP)
 	AIRFLOW_HOME=$(CURDIR)/$(CACHE)/airflow AIRFLOW__CORE__LOAD_EXAMPLES=False \
 	  $(AIRFLOW_VENV)/bin/python -m pytest -q --noconftest -p no:cacheprovider tests/dags
+
+# pywb replays the e2e crawl's WARC files from our CDXJ index (tests/pywb_server.py), in its own
+# virtualenv: it pins its own warcio and gevent.
+$(PYWB_STAMP):
+	@test -x $(PYWB_VENV)/bin/python || $(PYTHON) -m venv $(PYWB_VENV)
+	@mkdir -p $(CACHE)/logs
+	@$(PYWB_VENV)/bin/python -m pip install -q 'pywb>=2.9,<3' >$(CACHE)/logs/pip-pywb.log 2>&1 \
+	  || { tail -n 20 $(CACHE)/logs/pip-pywb.log >&2; echo "error: installing pywb failed; see $(CACHE)/logs/pip-pywb.log" >&2; exit 1; }
+	@touch $@
 
 test-unit: setup
 	$(PY) -m pytest -q -m "not spark and not e2e and not cluster"

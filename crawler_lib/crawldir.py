@@ -26,6 +26,20 @@ def fresh_fs(url: str):
     return fs, path
 
 
+def warc_pointer(filename: str) -> str:
+    """How a WARC file is named in the tables: relative to the crawl dir (`warc/<file>`), so a crawl dir
+    that is moved, copied or read from another working directory or machine still resolves."""
+    return "/".join(filename.rstrip("/").split("/")[-2:])
+
+
+def resolve_pointer(root: str, pointer: str) -> str:
+    """A stored WARC name as a path to open: relative names under `root`; absolute paths and URLs (as
+    crawls made before pointers were relative stored them) as they are."""
+    if pointer.startswith("/") or "://" in pointer:
+        return pointer
+    return f"{root.rstrip('/')}/{pointer}"
+
+
 class CrawlError(RuntimeError):
     """An operator-facing error (missing crawl dir, segment, ...): printed as one line."""
 
@@ -41,6 +55,10 @@ class CrawlDir:
 
     def segment(self, segment_id: str, part: str) -> str:
         return f"{self.segments}/{segment_id}/{part}"
+
+    def resolve(self, pointer: str) -> str:
+        """A `warc_filename` of the CrawlDB, a segment or a dump, as a path to open."""
+        return resolve_pointer(self.root, pointer)
 
     def spark_log(self, job: str, now: datetime) -> str:
         """Where a job's Spark, Ivy and JVM console output goes: `logs/` of a local crawl dir; for one on

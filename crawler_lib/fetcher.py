@@ -33,6 +33,7 @@ from typing import Callable, Iterable, Iterator, Optional
 
 from crawler_lib import status as st
 from crawler_lib.archive import Archiver
+from crawler_lib.crawldir import warc_pointer
 from crawler_lib.exchange import PAGE, FetchOutput, Requester
 from crawler_lib.hostqueue import HostQueue, SlotGate
 from crawler_lib.journal import FetchJournal
@@ -293,7 +294,7 @@ class PartitionFetcher:
                         etag=response.header("ETag"), last_modified=response.header("Last-Modified"),
                         redirect_to=redirect_to, ip_address=response.ip_address, body_bytes=len(response.body),
                         truncated=response.truncated, revisit_of=response.revisit_of,
-                        warc_filename=location.filename, warc_offset=location.offset, warc_length=location.length)
+                        warc_filename=warc_pointer(location.filename), warc_offset=location.offset, warc_length=location.length)
 
     def _note_failure(self, host: HostQueue) -> None:
         host.failures_in_task += 1

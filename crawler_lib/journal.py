@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import json
 import os
-import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -32,6 +31,8 @@ from typing import Optional
 
 import fsspec
 from fsspec.implementations.local import LocalFileSystem
+
+from crawler_lib.progress import PeriodicProgress
 
 
 def _encode(value):
@@ -236,32 +237,14 @@ def _duration(seconds: float) -> str:
     return f"{seconds // 60}m{seconds % 60:02d}s" if seconds >= 60 else f"{seconds}s"
 
 
-class FetchProgress:
+class FetchProgress(PeriodicProgress):
     """While a fetch runs: one progress line every `interval_s` (0: none), from its journals."""
 
     def __init__(self, directory: str, label: str, total: int, interval_s: float, report):
+        super().__init__(interval_s, report)
         self.tail = JournalTail(directory)
-        self.label, self.total, self.interval_s, self.report = label, total, interval_s, report
-        self._stop = threading.Event()
-        self._thread: Optional[threading.Thread] = None
+        self.label, self.total = label, total
 
-    def __enter__(self) -> "FetchProgress":
-        if self.interval_s > 0:
-            self._thread = threading.Thread(target=self._run, name="fetch-progress", daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=10)
-
-    def _run(self) -> None:
-        started = time.time()
-        while not self._stop.wait(self.interval_s):
-            try:
-                self.tail.poll()
-            except Exception:  # progress must never fail the fetch it reports on
-                continue
-            now = time.time()
-            self.report(self.tail.line(self.label, self.total, now - started, now, self.interval_s))
+    def line(self, elapsed_s: float) -> str:
+        self.tail.poll()
+        return self.tail.line(self.label, self.total, elapsed_s, time.time(), self.interval_s)

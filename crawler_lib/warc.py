@@ -25,6 +25,7 @@ from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
 
 from crawler_lib import __version__
+from crawler_lib.crawldir import resolve_pointer
 
 DEFAULT_GZIP_LEVEL = 2  # fetcher.warc_gzip_level
 _HOP_BY_HOP = frozenset({"transfer-encoding"})
@@ -184,13 +185,17 @@ class StoredResponse:
 
 class RecordReader:
     """Reads records back by location, keeping the last file open: a parse task reads its records in
-    file order, and opening the file per record cost a fifth of parsing a small page."""
+    file order, and opening the file per record cost a fifth of parsing a small page. Names relative
+    to the crawl dir (as the tables store them) resolve under `crawl_root`."""
 
-    def __init__(self):
+    def __init__(self, crawl_root: Optional[str] = None):
+        self._crawl_root = crawl_root
         self._filename: Optional[str] = None
         self._handle = None
 
     def read_response(self, filename: str, offset: int, length: int) -> StoredResponse:
+        if self._crawl_root is not None:
+            filename = resolve_pointer(self._crawl_root, filename)
         if filename != self._filename:
             self.close()
             self._handle = fsspec.open(filename, "rb").open()
@@ -210,9 +215,9 @@ class RecordReader:
         self.close()
 
 
-def read_response(filename: str, offset: int, length: int) -> StoredResponse:
+def read_response(filename: str, offset: int, length: int, crawl_root: Optional[str] = None) -> StoredResponse:
     """Read one response record back by its location."""
-    with RecordReader() as reader:
+    with RecordReader(crawl_root) as reader:
         return reader.read_response(filename, offset, length)
 
 

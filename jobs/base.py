@@ -15,8 +15,14 @@ from typing import Callable, Optional, Sequence
 
 from crawler_lib.config import Config, ConfigError
 from crawler_lib.crawldir import CrawlDir, CrawlError
+from crawler_lib.spark.progress import SparkProgress
 
 log = logging.getLogger("crawler")
+
+
+def to_stderr(line: str) -> None:
+    """Where progress lines go by default: stderr, so stdout keeps the step's own result lines."""
+    print(line, file=sys.stderr, flush=True)
 
 
 def utc_now() -> datetime:
@@ -73,6 +79,7 @@ class CrawlJob:
     help = ""
     uses_spark = True
     uses_crawl_dir = True
+    spark_progress = True  # a progress line from Spark's status API while it runs (spark.progress_interval_s)
 
     @classmethod
     def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
@@ -108,9 +115,12 @@ class CrawlJob:
         try:
             cfg = Config.load(args.conf, args.define)
             cls.preflight(cfg, args)
-            if cls.uses_spark:
-                spark = _session(cls.name, cfg, spark_log)
-            return cls.execute(spark, cfg, args)
+            if not cls.uses_spark:
+                return cls.execute(None, cfg, args)
+            spark = _session(cls.name, cfg, spark_log)
+            interval = cfg["spark.progress_interval_s"] if cls.spark_progress else 0
+            with SparkProgress(spark, cls.name, interval, to_stderr):
+                return cls.execute(spark, cfg, args)
         except (ConfigError, CrawlError, OSError) as exc:
             if args.verbose:
                 log.exception("failed")

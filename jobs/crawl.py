@@ -6,19 +6,22 @@ import time
 from typing import Callable, Optional
 
 from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.progress import SparkProgress
 from jobs import dedup, fetch, generate, inject, parse, updatedb
 from jobs.base import CrawlJob
 
 
 def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = None,
         top_n: Optional[int] = None, report: Callable[[str], None] = print) -> list[dict]:
+    interval = cfg["spark.progress_interval_s"]
     if seeds:
-        stats = inject.run(spark, cfg, crawl_dir, seeds)
+        with SparkProgress(spark, "inject", interval, report):
+            stats = inject.run(spark, cfg, crawl_dir, seeds)
         report(f"inject: {stats['inserted']} new URLs, {stats['bad_lines']} bad lines skipped")
     CrawlDir(crawl_dir).require()
     history = []
     for cycle in range(1, cycles + 1):
-        timer = _StepTimer(spark, cycle)
+        timer = _StepTimer(spark, cfg, cycle, report)
         generated = timer.run("generate", generate.run, spark, cfg, crawl_dir, top_n)
         if generated["segment"] is None:
             report(f"cycle {cycle}/{cycles}: no URLs due; stopping")
@@ -41,7 +44,8 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
                f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s ({steps})")
     if history:
         started = time.perf_counter()
-        marked = dedup.run(spark, cfg, crawl_dir)
+        with SparkProgress(spark, "dedup", interval, report):
+            marked = dedup.run(spark, cfg, crawl_dir)
         report(f"dedup: {marked['duplicates']} of {marked['fetched_pages']} fetched pages are duplicates "
                f"({time.perf_counter() - started:.1f}s)")
     return history
@@ -52,8 +56,9 @@ class _StepTimer:
     names them in Spark's UI): on small segments a cycle's time goes to the number of jobs (a tenth of a
     second of driver time each, measured), not their size."""
 
-    def __init__(self, spark, cycle: int):
-        self.context, self.cycle = spark.sparkContext, cycle
+    def __init__(self, spark, cfg, cycle: int, report: Callable[[str], None]):
+        self.spark, self.context, self.cycle, self.report = spark, spark.sparkContext, cycle, report
+        self.progress_interval_s = cfg["spark.progress_interval_s"]
         self.seconds: dict[str, float] = {}
         self.spark_jobs: dict[str, int] = {}
 
@@ -61,8 +66,10 @@ class _StepTimer:
         group = f"crawl cycle {self.cycle} {name}"
         self.context.setJobGroup(group, group)
         started = time.monotonic()
+        interval = 0 if name == "fetch" else self.progress_interval_s  # the fetch reports from its journals
         try:
-            return fn(*args)
+            with SparkProgress(self.spark, f"cycle {self.cycle} {name}", interval, self.report):
+                return fn(*args)
         finally:
             self.seconds[name] = time.monotonic() - started
             self.spark_jobs[name] = len(self.context.statusTracker().getJobIdsForGroup(group))
@@ -73,6 +80,7 @@ class _StepTimer:
 class Crawl(CrawlJob):
     name = "crawl"
     help = __doc__.splitlines()[0]
+    spark_progress = False  # each step's own progress line, among the crawl's lines
 
     @classmethod
     def add_arguments(cls, parser):

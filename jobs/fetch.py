@@ -26,7 +26,7 @@ from crawler_lib.journal import FetchProgress
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
-from jobs.base import CrawlJob, utc_now
+from jobs.base import CrawlJob, to_stderr, utc_now
 
 HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 POLICY_COLUMNS = ("policy_delay_s", "policy_max_concurrency")  # operator overrides: `crawler host-policy`
@@ -58,10 +58,6 @@ def _fetch_task(cfg, segment_id: str, warc_dir: str, journal_dir: str):
     return run
 
 
-def _to_stderr(line: str) -> None:
-    print(line, file=sys.stderr, flush=True)
-
-
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
         report: Optional[Callable[[str], None]] = None) -> dict:
     """`report` takes the progress lines while the fetch runs (default: stderr)."""
@@ -89,7 +85,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                   .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc,
                                                       crawl.segment(segment_id, "journal"))))
         with FetchProgress(crawl.segment(segment_id, "journal"), f"fetch {segment_id}", total,
-                           cfg["fetcher.progress_interval_s"], report or _to_stderr):
+                           cfg["fetcher.progress_interval_s"], report or to_stderr):
             overwrite(spark.createDataFrame(output, output_schema()), output_path)
 
     output = read(spark, output_path)
@@ -117,6 +113,7 @@ def describe_outcomes(by_outcome: dict) -> str:
 
 class Fetch(CrawlJob):
     name = "fetch"
+    spark_progress = False  # its own line, from the journals
     help = __doc__.splitlines()[0]
 
     @classmethod

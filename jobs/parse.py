@@ -22,9 +22,9 @@ from jobs.base import CrawlJob, add_segment_arguments, for_each_segment
 PARSE_COLUMNS = column_names(PARSE_RESULT)
 
 
-def _parse_task(cfg):
+def _parse_task(cfg, crawl_root: str):
     def run(rows):
-        with RecordReader() as reader:
+        with RecordReader(crawl_root) as reader:
             for row in sorted(rows, key=lambda r: (r.payload_filename, r.payload_offset) if r.payload_filename
                               else (r.warc_filename, r.warc_offset)):
                 result = parse_fetch_result(row.asDict(), cfg, reader)
@@ -47,7 +47,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
                  .filter((F.col("outcome") == st.RESPONSE) & F.col("http_status").between(200, 299)
                          & F.col("warc_filename").isNotNull())
                  .join(stored, "revisit_of", "left"))
-    parsed = spark.createDataFrame(responses.rdd.mapPartitions(_parse_task(cfg)), schemas.parse_result())
+    parsed = spark.createDataFrame(responses.rdd.mapPartitions(_parse_task(cfg, crawl.root)), schemas.parse_result())
     overwrite(parsed, crawl.segment(segment_id, "parse"))
     by_status = (read(spark, crawl.segment(segment_id, "parse")).groupBy("parse_status")
                  .agg(F.count("*").alias("pages"), F.sum(F.size("outlinks")).alias("outlinks")).collect())

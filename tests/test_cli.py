@@ -74,7 +74,8 @@ def test_spark_and_jvm_output_go_to_a_log_file_named_in_one_line(tmp_path, verbo
     seeds = tmp_path / "seeds.txt"
     seeds.write_text("http://a.example/\n")
     crawl = tmp_path / "crawl"
-    done = crawler(*(["--verbose"] if verbose else []), "inject", "--crawl-dir", str(crawl), str(seeds), timeout=300)
+    done = crawler(*(["--verbose"] if verbose else []), "-D", "spark.progress_interval_s=0",  # tested on its own
+                   "inject", "--crawl-dir", str(crawl), str(seeds), timeout=300)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines() == ["injected 1 new URLs (0 known URLs with raised priority, 0 bad lines skipped)"]
     logs = list((crawl / "logs").glob("inject-*.log")) if (crawl / "logs").exists() else []

@@ -4,7 +4,7 @@ import fsspec
 import pytest
 from fsspec.implementations.local import LocalFileSystem
 
-from crawler_lib.crawldir import CrawlDir
+from crawler_lib.crawldir import CrawlDir, warc_pointer
 from crawler_lib.journal import FetchJournal
 
 
@@ -70,3 +70,19 @@ def test_a_retry_in_the_same_worker_reads_the_dead_attempts_journal(cached_root,
     (journal / "part-00000").mkdir()
     (journal / "part-00000" / "1-0-dead.jsonl").write_text('{"k":"url","url":"http://a.example/"}\n')
     assert list(FetchJournal(directory, "2-1-retry").replay().outcomes) == ["http://a.example/"]
+
+
+@pytest.mark.parametrize("written, root", [
+    ("/data/crawl/warc/seg-00000-ab-0.warc.gz", "/elsewhere/copy"),
+    ("s3a://bucket/crawl/warc/seg-00000-ab-0.warc.gz", "s3a://other/moved/"),
+    ("demo-crawl/warc/seg-00000-ab-0.warc.gz", "gs://archive/crawl"),
+])
+def test_warc_pointers_are_relative_to_the_crawl_dir_and_resolve_under_any_root(written, root):
+    pointer = warc_pointer(written)
+    assert pointer == "warc/seg-00000-ab-0.warc.gz"
+    assert CrawlDir(root).resolve(pointer) == root.rstrip("/") + "/warc/seg-00000-ab-0.warc.gz"
+
+
+@pytest.mark.parametrize("stored", ["/data/crawl/warc/a.warc.gz", "s3a://bucket/crawl/warc/a.warc.gz"])
+def test_pointers_stored_as_full_paths_by_earlier_crawls_resolve_as_they_are(stored):
+    assert CrawlDir("/moved").resolve(stored) == stored

@@ -1,5 +1,8 @@
 """End to end: crawl the local test web until nothing is due; the server's request log is the witness."""
+import json
+import shutil
 from collections import Counter, defaultdict
+from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
@@ -7,7 +10,8 @@ from chispa import assert_df_equality
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.tables import read
 from crawler_lib.testweb.server import TestWeb
-from crawler_lib.warc import read_response
+from crawler_lib.parser import parse_fetch_result
+from crawler_lib.warc import RecordReader, read_response
 from jobs import crawl as crawl_job
 from jobs import fetch, parse, updatedb
 
@@ -86,7 +90,7 @@ def test_warc_records_match_crawldb_rows(spark, crawled):
     answered = [r for r in rows if r.http_status is not None]
     assert len(answered) == len([r for r in rows if r.status != "robots_denied"])
     for row in answered:
-        stored = read_response(row.warc_filename, row.warc_offset, row.warc_length)
+        stored = read_response(row.warc_filename, row.warc_offset, row.warc_length, crawled["dir"])
         assert stored.url == row.url
         assert stored.http_status == row.http_status
 
@@ -194,16 +198,21 @@ def test_notebook_runs_locally_and_draws_its_figures(crawled, tmp_path, monkeypa
     assert "no rows" not in capsys.readouterr().out
 
 
-def test_report_is_one_self_contained_html_file(spark, crawled, tmp_path):
+@pytest.fixture(scope="module")
+def report(crawled, tmp_path_factory):
+    from jobs import cli
+
+    out = tmp_path_factory.mktemp("report") / "report.html"
+    assert cli.main(["report", "--crawl-dir", crawled["dir"], "--out", str(out)]) == 0
+    return out
+
+
+def test_report_is_one_self_contained_html_file(spark, crawled, report):
     import base64
     import re
     from html.parser import HTMLParser
 
-    from jobs import cli
-
-    out = tmp_path / "report.html"
-    assert cli.main(["report", "--crawl-dir", crawled["dir"], "--out", str(out)]) == 0
-    page = out.read_text()
+    page = report.read_text()
     HTMLParser().feed(page)
     images = re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", page)
     assert len(images) == 7 and all(base64.b64decode(i).startswith(b"\x89PNG") for i in images)
@@ -213,6 +222,104 @@ def test_report_is_one_self_contained_html_file(spark, crawled, tmp_path):
     assert f"{len(crawldb_rows(spark, crawled['dir']))} URLs" in page
 
 
+def test_chromium_draws_every_figure_of_the_report(report):
+    """The report as a browser shows it: headless Chromium lays out all seven figures, each decoded, and
+    the screenshot (kept as `report.png` beside the report) shows in each figure's box the figure as
+    embedded (pixel by pixel, within anti-aliasing), with ink on it: nothing blank, broken or cut."""
+    import base64
+    import io
+    import re
+
+    from PIL import Image, ImageChops, ImageStat
+
+    from tests import chromium
+
+    if chromium.CHROMIUM is None:
+        pytest.skip("Chromium is not installed (Debian package: chromium)")
+    page = chromium.layout(report, report.parent)
+    embedded = [Image.open(io.BytesIO(base64.b64decode(data))).convert("RGB")
+                for data in re.findall(r"src='data:image/png;base64,([A-Za-z0-9+/=]+)'", report.read_text())]
+    assert len(page["images"]) == len(embedded) == 7, page
+    shot = report.with_suffix(".png")
+    chromium.screenshot(report, shot, page["height"], report.parent)
+    screen = Image.open(shot).convert("RGB")
+    assert screen.size == (chromium.WIDTH, page["height"])
+    for figure, source in zip(page["images"], embedded):
+        assert figure["natural_width"] == source.width and figure["width"] >= 300, figure
+        left, top = round(figure["left"]), round(figure["top"])
+        drawn = screen.crop((left, top, left + round(figure["width"]), top + round(figure["height"])))
+        expected = source.resize(drawn.size)
+        difference = max(ImageStat.Stat(ImageChops.difference(drawn, expected)).mean)
+        ink = sum(ImageStat.Stat(drawn.convert("L").point(lambda v: 255 if v < 200 else 0)).mean) / 255
+        assert difference < 8 and ink > 0.01, (figure["alt"], difference, ink, str(shot))
+
+
+def test_pywb_replays_crawled_pages_from_our_warc_files_through_our_cdxj_index(crawled, tmp_path):
+    """pywb serves each probe from our WARC files, found through the CDXJ `crawler index` wrote, with the
+    bytes the test web served: home pages (URLs ending in `/`), pages, and a copy stored as a revisit
+    record (pywb follows it to the original's payload by digest). Each probe asks for its 200 capture's
+    timestamp, as a visitor picks a capture: a later recrawl answered 304 is archived as a 304 response
+    record, which pywb would replay as such."""
+    from jobs import cli
+    from tests.pywb_server import WAYBACK, Pywb
+
+    if not WAYBACK.exists():
+        pytest.skip("pywb's virtualenv is missing (make test builds .venv-pywb from PyPI's pywb)")
+    index = tmp_path / "index.cdxj"
+    assert cli.main(["index", "--crawl-dir", crawled["dir"], "--out", str(index)]) == 0
+    web = crawled["web"]
+    probes = {web.host_key(h) + path: web.page_html(h, number).encode()
+              for h in range(web.hosts) for path, number in (("/", None), ("/page/1", 1), ("/page/0/copy", 0))}
+    captured = {}  # url -> timestamp of its 200 capture, as our index lists it
+    for line in index.read_text().splitlines():
+        _, timestamp, fields = line.split(" ", 2)
+        fields = json.loads(fields)
+        if fields["status"] == "200":
+            captured.setdefault(fields["url"], timestamp)
+    assert set(probes) <= set(captured), sorted(set(probes) - set(captured))
+    with Pywb(tmp_path / "pywb", sorted(Path(CrawlDir(crawled["dir"]).warc).glob("*.warc.gz")), index) as pywb:
+        replayed = {url: pywb.replay(url, captured[url])[:2] for url in probes}
+    assert replayed == {url: (200, body) for url, body in probes.items()}
+
+
+def test_polars_reads_the_crawldb_outside_spark_with_its_deletion_vectors(spark, crawled):
+    """README's recipe for reading the tables without Spark: polars (through the deltalake package's log
+    and deletion-vector reader) sees exactly the rows Spark sees, after MERGEs left deletion vectors."""
+    import polars as pl
+
+    crawldb = CrawlDir(crawled["dir"]).crawldb
+    actions = [json.loads(line) for log in sorted(Path(crawldb, "_delta_log").glob("*.json"))
+               for line in log.read_text().splitlines()]
+    assert any((action.get("add") or {}).get("deletionVector") for action in actions)
+    frame = pl.read_delta(crawldb, columns=["url", "status"])
+    assert sorted(frame.iter_rows()) == sorted((r.url, r.status) for r in crawldb_rows(spark, crawled["dir"]).values())
+
+
+def test_a_moved_crawl_dir_still_reads_its_warc_records(spark, crawled, tmp_path, monkeypatch):
+    """The tables name WARC files relative to the crawl dir: a copy elsewhere, read from another working
+    directory, resolves every pointer inside the copy (the original made unreadable meanwhile)."""
+    moved = tmp_path / "moved"
+    shutil.copytree(crawled["dir"], moved)
+    original_warc = Path(CrawlDir(crawled["dir"]).warc)
+    original_warc.rename(original_warc.with_name("warc-hidden"))
+    monkeypatch.chdir(tmp_path)
+    try:
+        copy = CrawlDir(str(moved))  # Spark's JVM keeps its own working directory
+        fetches = [r for s in copy.segment_ids() for r in read(spark, copy.segment(s, "fetch")).collect()
+                   if r.warc_filename]
+        answered = [r for r in crawldb_rows(spark, copy.root).values() if r.http_status is not None]
+        assert fetches and answered
+        with RecordReader("moved") as reader:
+            for row in answered:
+                assert row.warc_filename.startswith("warc/"), row.warc_filename
+                assert reader.read_response(row.warc_filename, row.warc_offset, row.warc_length).url == row.url
+            for fetch_row in fetches:
+                parsed = parse_fetch_result(fetch_row.asDict(), crawled["cfg"], reader)
+                assert not (parsed["reason"] or "").startswith("warc_unreadable"), parsed
+    finally:
+        original_warc.with_name("warc-hidden").rename(original_warc)
+
+
 def test_identical_and_near_duplicates_are_marked(spark, crawled):
     rows = crawldb_rows(spark, crawled["dir"])
     for host in crawled["web"].host_keys:
@@ -220,11 +327,11 @@ def test_identical_and_near_duplicates_are_marked(spark, crawled):
         assert rows[host + "/page/0/near"].duplicate_of == host + "/page/0"
         assert rows[host + "/page/0/copy"].content_digest == rows[host + "/page/0"].content_digest
         copy = rows[host + "/page/0/copy"]
-        revisit_of = read_response(copy.warc_filename, copy.warc_offset, copy.warc_length).revisit_of
+        revisit_of = read_response(copy.warc_filename, copy.warc_offset, copy.warc_length, crawled["dir"]).revisit_of
         assert revisit_of in (None, host + "/page/0")
     # Host 0's copy is fetched in the same task as /page/0, so its payload is stored once (a revisit).
     copy = rows[crawled["web"].host_keys[0] + "/page/0/copy"]
-    assert read_response(copy.warc_filename, copy.warc_offset, copy.warc_length).revisit_of == \
+    assert read_response(copy.warc_filename, copy.warc_offset, copy.warc_length, crawled["dir"]).revisit_of == \
         crawled["web"].host_keys[0] + "/page/0"
     marked = {u for u, r in rows.items() if r.duplicate_of}
     assert marked == {h + p for h in crawled["web"].host_keys for p in ("/page/0/copy", "/page/0/near")}

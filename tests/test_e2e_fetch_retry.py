@@ -86,7 +86,7 @@ def test_every_url_has_an_answer_and_the_dead_attempts_records_stay_readable(spa
         by_file[r.warc_filename].append(r)
     assert len(by_file) >= 2  # records of the killed attempts and of the retries
     for r in fetched:
-        assert read_response(r.warc_filename, r.warc_offset, r.warc_length).url == r.url
+        assert read_response(r.warc_filename, r.warc_offset, r.warc_length, crawl.root).url == r.url
 
 
 def test_the_audit_log_holds_every_request_of_every_attempt(spark, killed_and_retried):

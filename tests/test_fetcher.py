@@ -352,7 +352,7 @@ def test_on_an_object_store_the_journal_is_written_in_parts_after_the_warc_file_
     answered = [row for kind, row in first if kind == "url"]
     assert len({r["warc_filename"] for r in answered}) >= 2  # rotated at the checkpoints
     for r in answered:
-        assert read_response(r["warc_filename"], r["warc_offset"], r["warc_length"]).url == r["url"]
+        assert read_response(r["warc_filename"], r["warc_offset"], r["warc_length"], root).url == r["url"]
     test_web.log.clear()
     again = list(fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 1, f"{root}/journal"))
     assert test_web.log == []

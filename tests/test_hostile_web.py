@@ -14,6 +14,7 @@ from crawler_lib.parser import parse_fetch_result
 from crawler_lib.testweb.process import local_test_web, read_log
 from crawler_lib.testweb.server import TestWeb
 from crawler_lib.urls import host_key
+from crawler_lib.warc import RecordReader
 
 ALLOWED = "127.0.0.1/32"  # the hostile host; the bait below lives on 127.0.0.3, outside it
 
@@ -32,7 +33,7 @@ def cfg():
 
 def fetch(cfg, urls, tmp_path):
     rows = [dict(url=u, host_key=host_key(u), version=1, lease_id="seg", priority=1.0, depth=0) for u in urls]
-    return {r["url"]: r for kind, r in fetch_partition(rows, cfg, "seg", 0, str(tmp_path)) if kind == "url"}
+    return {r["url"]: r for kind, r in fetch_partition(rows, cfg, "seg", 0, str(tmp_path / "warc")) if kind == "url"}
 
 
 def test_limits_hold_and_memory_stays_bounded(cfg, hostile, tmp_path):
@@ -41,12 +42,13 @@ def test_limits_hold_and_memory_stays_bounded(cfg, hostile, tmp_path):
                                "/hostile/links")]
     tracemalloc.start()
     results = fetch(cfg, urls, tmp_path)
-    parsed = {url: parse_fetch_result(row, cfg) for url, row in results.items()}
+    with RecordReader(str(tmp_path)) as reader:
+        parsed = {url: parse_fetch_result(row, cfg, reader) for url, row in results.items()}
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     big, bomb = results[host + "/hostile/big"], results[host + "/hostile/bomb"]
     assert big["truncated"] and big["body_bytes"] == cfg["http.max_body_bytes"]
-    with open(big["warc_filename"], "rb") as handle:
+    with open(tmp_path / big["warc_filename"], "rb") as handle:
         handle.seek(big["warc_offset"])
         record = next(iter(ArchiveIterator(handle)))
         assert record.rec_headers.get_header("WARC-Truncated") == "length"

@@ -46,8 +46,8 @@ def test_a_fetch_task_on_s3_journals_in_parts_and_a_rerun_resumes(s3, cfg, test_
     parts = s3.filesystem().ls(f"{s3.bucket}/fetch/journal/part-00000")
     assert len(parts) >= 2
     for r in first:
-        assert r["warc_filename"].startswith("s3a://")
-        assert read_response(r["warc_filename"], r["warc_offset"], r["warc_length"]).url == r["url"]
+        assert r["warc_filename"].startswith("warc/")
+        assert read_response(r["warc_filename"], r["warc_offset"], r["warc_length"], root).url == r["url"]
     test_web.log.clear()
     again = [row for kind, row in fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 1,
                                                   f"{root}/journal") if kind == "url"]
