@@ -3,6 +3,7 @@ ports for the servers the tests start."""
 from __future__ import annotations
 
 import random
+import re
 import socket
 from collections import defaultdict
 from pathlib import Path
@@ -56,3 +57,11 @@ def assert_polite(log, delay, max_in_flight=1):
         times.sort()
         gaps = [b - a for a, b in zip(times, times[1:])]
         assert all(g >= delay - 0.01 for g in gaps), (host, gaps)
+
+
+_CYCLE_SUMMARY = re.compile(r"cycle \d+/\d+ segment ")
+
+
+def cycle_summaries(lines):
+    """The crawl's one summary line per cycle run, without its progress lines ("cycle 1 generate: 30 s, ...")."""
+    return [line for line in lines if _CYCLE_SUMMARY.match(line)]

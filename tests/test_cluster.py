@@ -26,7 +26,7 @@ import pytest
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.session import delta_jars
 from crawler_lib.testweb.server import TestWeb
-from tests.helpers import assert_polite
+from tests.helpers import assert_polite, cycle_summaries
 from tests.s3_server import ACCESS_KEY, SECRET_KEY, WEED, SeaweedS3
 from tests.spark_cluster import StandaloneCluster
 
@@ -145,7 +145,7 @@ def _interrupt(signum, frame):
 
 
 def test_three_cycles_fetch_the_test_web_politely(crawled):
-    assert sum(line.startswith("cycle ") for line in crawled.lines.splitlines()) == 2, crawled.lines
+    assert len(cycle_summaries(crawled.lines.splitlines())) == 2, crawled.lines
     fetched = {r["url"] for r in crawled.after_cycles if r["status"] == "fetched"}
     assert len(fetched) >= len(crawled.web.host_keys) * 3
     assert_polite(crawled.web.log, DELAY)

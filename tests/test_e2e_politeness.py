@@ -11,6 +11,7 @@ from crawler_lib.spark.tables import read
 from crawler_lib.testweb.process import local_test_web, read_log
 from jobs import crawl as crawl_job
 from tests.conftest import TEST_SETTINGS
+from tests.helpers import cycle_summaries
 
 pytestmark = [pytest.mark.spark, pytest.mark.e2e]
 CRAWL_DELAY_HOST, BROKEN_ROBOTS_HOST, THROTTLED_HOST = 1, 2, 3
@@ -43,7 +44,7 @@ def by_host(log):
 
 def test_zero_gaps_below_the_required_delay_across_both_cycles(crawled):
     web, cfg = crawled["web"], crawled["cfg"]
-    assert len([line for line in crawled["lines"] if line.startswith("cycle")]) == 2
+    assert len(cycle_summaries(crawled["lines"])) == 2, crawled["lines"]
     violations = []
     for host, entries in by_host(web.log).items():
         required = 0.6 if host == web.host_keys[CRAWL_DELAY_HOST] else cfg["politeness.default_delay_s"]
