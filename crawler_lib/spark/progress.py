@@ -36,9 +36,19 @@ def progress_line(label: str, elapsed_s: float, stages: list[StageCounts],
         if stage.done > done_then and now > seen_at:
             eta = f", ETA {(now - seen_at) / (stage.done - done_then) * (stage.tasks - stage.done):.0f} s"
         failed = f", {stage.failed} failed" if stage.failed else ""
-        parts.append(f"stage {stage.stage_id} ({stage.name.split(' at ')[0]}): {stage.done}/{stage.tasks} tasks done, "
+        parts.append(f"stage {stage.stage_id}{_operation(stage.name)}: {stage.done}/{stage.tasks} tasks done, "
                      f"{stage.running} running{failed}{eta}")
     return f"{label}: {elapsed_s:.0f} s, " + "; ".join(parts)
+
+
+def _operation(stage_name: str) -> str:
+    """The stage's operation as an operator reads it: "mapPartitions", "count"; Delta's and adaptive
+    execution's internal closures ("$anonfun$recordDeltaOperationInternal$1 at ...") say only "Delta"
+    or nothing."""
+    call = stage_name.split(" at ")[0]
+    if not call.startswith("$"):
+        return f" ({call})"
+    return " (Delta)" if "Delta" in call else ""
 
 
 class SparkProgress(PeriodicProgress):
