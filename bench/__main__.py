@@ -145,7 +145,8 @@ def main() -> int:
         f"{parsed['pages']} synthetic pages, median {parsed['median_kb']:.0f} KB, mean {parsed['mean_kb']:.0f} KB, "
         f"half link-dense: whole parse step {parsed['full_pages_per_cpu_s']:.1f} pages/CPU-s; bare selectolax "
         f"parse + `a[href]` loop {parsed['bare_pages_per_cpu_s']:.1f} pages/CPU-s; "
-        f"**ratio {parsed['ratio']:.3f}** (goal >= 0.5); **SimHash {parsed['simhash_share']:.0%} of parse CPU** "
+        f"**ratio {parsed['ratio']:.3f}** (goal >= 0.5); "
+        f"**fingerprint (SimHash + MinHash bands) {parsed['simhash_share']:.0%} of parse CPU** "
         "(goal <= 25%).", "",
         "## Near-duplicates: the fingerprint on a labelled corpus, and dedup at scale", "",
         *dedup.lines(deduped), "",

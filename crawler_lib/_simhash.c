@@ -7,12 +7,19 @@
  * counted once however often it appears.
  * A word's vote: CRC-32 of its bytes (zlib's), spread to 64 bits by splitmix64; bit i of the result is
  * set when more than half of the distinct words have it set.
+ * ascii_fingerprint(bytes) and words_fingerprint(iterable of bytes): (SimHash, MinHash slots), the slots
+ * as MINHASH_SLOTS native uint64 values in bytes: a distinct word's hash, mixed with MINHASH_SALT by
+ * splitmix64, falls in slot (mixed % MINHASH_SLOTS) and a slot keeps the least (mixed / MINHASH_SLOTS);
+ * an empty slot holds UINT64_MAX (fingerprint.minhash_bands makes the bands from them).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+#define MINHASH_SLOTS 120
+#define MINHASH_SALT 0x6A09E667F3BCC909ull
 
 static uint32_t crc_table[256];
 
@@ -59,8 +66,9 @@ static int reserve_words(size_t count) {
 }
 
 /* The vote of the distinct words among words[0..count): distinct by content, found through a table
- * of twice as many slots as words (small enough to stay in cache, unlike one sized by the text). */
-static PyObject *vote(size_t count) {
+ * of twice as many slots as words (small enough to stay in cache, unlike one sized by the text).
+ * With `minima` (MINHASH_SLOTS values), also each MinHash slot's least value. */
+static PyObject *vote(size_t count, uint64_t *minima) {
     size_t size = 64;
     while (size < count * 2) size <<= 1;
     if (size > slots_capacity) {
@@ -90,6 +98,12 @@ static PyObject *vote(size_t count) {
         slots[i] = (Slot){(uint32_t)n + 1, word->crc};
         distinct++;
         for (int j = 0; j < 8; j++) byte_counts[j][(hash >> (8 * j)) & 0xFF]++;
+        if (minima != NULL) {
+            uint64_t mixed = splitmix64(hash ^ MINHASH_SALT);
+            uint64_t value = mixed / MINHASH_SLOTS;
+            size_t slot = (size_t)(mixed % MINHASH_SLOTS);
+            if (value < minima[slot]) minima[slot] = value;
+        }
     }
     uint64_t result = 0;
     for (int bit = 0; bit < 64; bit++) {
@@ -101,7 +115,7 @@ static PyObject *vote(size_t count) {
     return PyLong_FromUnsignedLongLong(result);
 }
 
-static PyObject *ascii_simhash(PyObject *self, PyObject *arg) {
+static PyObject *ascii_vote(PyObject *arg, uint64_t *minima) {
     Py_buffer text;
     if (PyObject_GetBuffer(arg, &text, PyBUF_SIMPLE) < 0) return NULL;
     const unsigned char *bytes = text.buf;
@@ -139,13 +153,13 @@ static PyObject *ascii_simhash(PyObject *self, PyObject *arg) {
         }
         if (!digits_only) words[count++] = (Word){folded + start, (uint32_t)(i - start), crc ^ 0xFFFFFFFFu};
     }
-    PyObject *result = vote(count);
+    PyObject *result = vote(count, minima);
     free(folded);
     PyBuffer_Release(&text);
     return result;
 }
 
-static PyObject *words_simhash(PyObject *self, PyObject *arg) {
+static PyObject *words_vote(PyObject *arg, uint64_t *minima) {
     PyObject *sequence = PySequence_Fast(arg, "words_simhash() takes a collection of bytes");
     if (sequence == NULL) return NULL;
     size_t count = (size_t)PySequence_Fast_GET_SIZE(sequence);
@@ -167,14 +181,34 @@ static PyObject *words_simhash(PyObject *self, PyObject *arg) {
         words[n] = (Word){word, (uint32_t)length, crc ^ 0xFFFFFFFFu};
     }
     /* The words stay alive (held by `sequence`) while `words` points into them. */
-    PyObject *result = vote(count);
+    PyObject *result = vote(count, minima);
     Py_DECREF(sequence);
     return result;
 }
 
+static PyObject *with_minima(PyObject *(*vote_of)(PyObject *, uint64_t *), PyObject *arg) {
+    uint64_t minima[MINHASH_SLOTS];
+    for (int n = 0; n < MINHASH_SLOTS; n++) minima[n] = UINT64_MAX;
+    PyObject *simhash = vote_of(arg, minima);
+    if (simhash == NULL) return NULL;
+    PyObject *slots = PyBytes_FromStringAndSize((const char *)minima, sizeof(minima));
+    if (slots == NULL) {
+        Py_DECREF(simhash);
+        return NULL;
+    }
+    return Py_BuildValue("(NN)", simhash, slots);
+}
+
+static PyObject *ascii_simhash(PyObject *self, PyObject *arg) { return ascii_vote(arg, NULL); }
+static PyObject *words_simhash(PyObject *self, PyObject *arg) { return words_vote(arg, NULL); }
+static PyObject *ascii_fingerprint(PyObject *self, PyObject *arg) { return with_minima(ascii_vote, arg); }
+static PyObject *words_fingerprint(PyObject *self, PyObject *arg) { return with_minima(words_vote, arg); }
+
 static PyMethodDef methods[] = {
     {"ascii_simhash", ascii_simhash, METH_O, "SimHash of ASCII text over its distinct words, numbers left out."},
     {"words_simhash", words_simhash, METH_O, "SimHash over a collection of words (bytes), each counted once."},
+    {"ascii_fingerprint", ascii_fingerprint, METH_O, "(SimHash, MinHash slots) of ASCII text."},
+    {"words_fingerprint", words_fingerprint, METH_O, "(SimHash, MinHash slots) over a collection of words."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -182,5 +216,10 @@ static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_simhash", NULL, -1,
 
 PyMODINIT_FUNC PyInit__simhash(void) {
     init_crc_table();
-    return PyModule_Create(&module);
+    PyObject *created = PyModule_Create(&module);
+    if (created != NULL && PyModule_AddIntConstant(created, "MINHASH_SLOTS", MINHASH_SLOTS) < 0) {
+        Py_DECREF(created);
+        return NULL;
+    }
+    return created;
 }

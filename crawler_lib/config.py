@@ -152,9 +152,9 @@ class Config(Mapping[str, Any]):
                               f"got {self['generate.lease_s']:g}")
         if not 0 <= self["fetcher.warc_gzip_level"] <= 9:
             raise ConfigError(f"config key fetcher.warc_gzip_level: must be 0..9, got {self['fetcher.warc_gzip_level']}")
-        if not 0 <= self["dedup.max_hamming_distance"] <= 4:
-            raise ConfigError("config key dedup.max_hamming_distance: must be 0..4 (the lookup tables dedup needs "
-                              f"grow steeply with it), got {self['dedup.max_hamming_distance']}")
+        if not 0 <= self["dedup.max_hamming_distance"] <= 16:
+            raise ConfigError("config key dedup.max_hamming_distance: must be 0..16 (unrelated pages are ~32 bits "
+                              f"apart), got {self['dedup.max_hamming_distance']}")
         if self["dedup.max_pages_per_key"] < 1:
             raise ConfigError("config key dedup.max_pages_per_key: must be >= 1")
         for pattern in self["exclusions.patterns"]:

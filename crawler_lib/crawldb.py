@@ -38,7 +38,7 @@ NEVER = datetime(9999, 12, 31)
 CHANGED_FACTOR = 0.5
 UNCHANGED_FACTOR = 1.5
 # What a fetched page's parse row gives its CrawlDB row (transitions that take content).
-FINGERPRINT_FIELDS = ("content_digest", "simhash", "simhash_version")
+FINGERPRINT_FIELDS = ("content_digest", "simhash", "simhash_version", "minhash_bands")
 
 # Where a transition's reason comes from: the first of its sources that gives one; any other
 # string is the reason itself.

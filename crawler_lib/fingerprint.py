@@ -16,6 +16,13 @@ The vote runs in C (`crawler_lib/_simhash.c`, built by `make setup` where a C co
 word-rich pages the Python form below spends most of the parse step's CPU. Both give the same
 fingerprints (tests/test_fingerprint.py); without the extension the Python form is used.
 
+A SimHash within 3 bits is found through exact lookup tables (`lookup_masks`); an edit of a few percent of
+a page's words moves it further (50 words of 600: 3-14 bits), beyond what bounded exact tables reach.
+Such candidates come from `minhash_bands`: MinHash of the same distinct words (one-permutation hashing,
+Shrivastava and Li 2014), cut into bands; two pages share a band with probability 1 - (1 - J^ROWS)^BANDS
+for word-set Jaccard J (0.999 at J = 0.8, the corpus's least similar copies; 0.5% at J = 0.25, its most
+similar distinct pages). dedup then confirms every candidate by its SimHash distance.
+
 Spark stores the fingerprint in a signed 64-bit column: `to_signed`/`to_unsigned` convert.
 """
 from __future__ import annotations
@@ -33,6 +40,10 @@ except ImportError:  # installed without a C compiler: the Python form, same fin
     native = None
 
 VERSION = 2  # 1: count-weighted character 4-shingles of the whole body text
+EXACT_LOOKUP_BITS = 3  # the distance the exact lookup tables cover; past it, candidates come from bands
+BANDS, ROWS = 20, 6  # the MinHash band keys stored per page (`minhash_bands`), and the minima each hashes
+if native is not None and getattr(native, "MINHASH_SLOTS", None) != BANDS * ROWS:
+    native = None  # built from an older _simhash.c (`make setup` rebuilds it): the Python form
 MAX_TEXT_CHARS = 100_000  # ~15,000 words: bounded work per page; later text rarely decides near-duplicates
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
 _WORDS = re.compile(f"[{_CJK}]|[^\\W{_CJK}]+")
@@ -80,13 +91,79 @@ def simhash64(text: str) -> int:
 def python_simhash64(text: str) -> int:
     """`simhash64` without the C extension."""
     words = distinct_words(text)
-    if not words:
-        return 0
-    hashes = _splitmix64(np.fromiter(map(zlib.crc32, words), np.uint64, len(words)))
+    return _vote(_word_hashes(words)) if words else 0
+
+
+def _vote(hashes: np.ndarray) -> int:
     by_byte = hashes.view(np.uint8).reshape(-1, 8)  # column j: bits 8j..8j+7 (little-endian)
     votes = np.concatenate([np.bincount(by_byte[:, j], minlength=256) @ _BYTE_BITS for j in range(8)])
-    bits = votes * 2 > len(words)
+    bits = votes * 2 > len(hashes)
     return int.from_bytes(np.packbits(bits, bitorder="little").tobytes(), "little")
+
+
+def _word_hashes(words: set[bytes]) -> np.ndarray:
+    return _splitmix64(np.fromiter(map(zlib.crc32, words), np.uint64, len(words)))
+
+
+_SLOTS = BANDS * ROWS
+_BAND_SALT = np.uint64(0x6A09E667F3BCC909)  # decorrelates the MinHash from the SimHash's word hashes
+_NO_WORD = np.uint64(2 ** 64 - 1)
+
+
+def fingerprint(text: str) -> tuple[int, list[int]]:
+    """(`simhash64`, `minhash_bands`) of `text`, its words split and hashed once."""
+    text = text[:MAX_TEXT_CHARS]
+    if native is None:
+        return python_fingerprint(text)
+    if text.isascii():
+        simhash, slots = native.ascii_fingerprint(text.encode("ascii"))
+    else:
+        simhash, slots = native.words_fingerprint(distinct_words(text))
+    return simhash, _bands(np.frombuffer(slots, np.uint64))
+
+
+def python_fingerprint(text: str) -> tuple[int, list[int]]:
+    """`fingerprint` without the C extension."""
+    words = distinct_words(text)
+    if not words:
+        return 0, []
+    hashes = _word_hashes(words)
+    mixed = _splitmix64(hashes ^ _BAND_SALT)
+    minima = np.full(_SLOTS, _NO_WORD, np.uint64)
+    np.minimum.at(minima, (mixed % np.uint64(_SLOTS)).astype(np.intp), mixed // np.uint64(_SLOTS))
+    return _vote(hashes), _bands(minima)
+
+
+def minhash_bands(text: str) -> list[int]:
+    """BANDS signed 64-bit keys of the text's distinct words (empty for a text without words): each hashes
+    ROWS slots of a one-permutation MinHash. A distinct word falls in one of BANDS x ROWS slots by its hash
+    and a slot keeps its least hash; an empty slot (a text of few words) borrows the next filled slot's
+    value, mixed with its distance, so two short texts agree on it only as often as on the slot it borrows."""
+    return fingerprint(text)[1]
+
+
+def _bands(minima: np.ndarray) -> list[int]:
+    filled = np.flatnonzero(minima != _NO_WORD)
+    if not len(filled):
+        return []
+    if len(filled) < _SLOTS:
+        slots = np.arange(_SLOTS)
+        source = filled[np.searchsorted(filled, slots) % len(filled)]  # the next filled slot, circularly
+        distance = ((source - slots) % _SLOTS).astype(np.uint64)
+        minima = np.where(distance == 0, minima, _splitmix64(minima[source] ^ (distance << np.uint64(56))))
+    keys = np.arange(BANDS, dtype=np.uint64)
+    for row in minima.reshape(BANDS, ROWS).T:
+        keys = _splitmix64(keys ^ row)
+    return [to_signed(int(key)) for key in keys]
+
+
+def near_duplicates(first: tuple[int, list[int]], second: tuple[int, list[int]], max_distance: int) -> bool:
+    """dedup's rule for two (simhash, minhash_bands) of the current version: within `max_distance` bits,
+    and a candidate pair (within EXACT_LOOKUP_BITS bits, or sharing a band key)."""
+    distance = hamming(first[0], second[0])
+    if distance > max_distance:
+        return False
+    return distance <= EXACT_LOOKUP_BITS or any(a == b for a, b in zip(first[1], second[1]))
 
 
 def lookup_masks(max_distance: int, fingerprints: int) -> list[int]:

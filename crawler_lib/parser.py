@@ -140,7 +140,8 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     """
     row = {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
            "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
-           "content_digest": None, "simhash": None, "simhash_version": None, "noindex": False, "nofollow": False, "outlinks": [], "links_dropped": 0}
+           "content_digest": None, "simhash": None, "simhash_version": None, "minhash_bands": None, "noindex": False,
+           "nofollow": False, "outlinks": [], "links_dropped": 0}
     read = reader.read_response if reader else read_response
     try:
         if fetch.get("payload_filename"):  # a revisit: the payload is in the referred-to record
@@ -183,6 +184,7 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     outlinks = [{"url": link.url, "anchor": link.anchor, "nofollow": link.nofollow, "lastmod": None}
                 for link in parsed.outlinks]
     row.update(title=parsed.title, noindex=parsed.noindex, nofollow=parsed.nofollow, outlinks=outlinks,
-               links_dropped=parsed.links_dropped, simhash=fingerprint.to_signed(fingerprint.simhash64(parsed.text)),
-               simhash_version=fingerprint.VERSION)
+               links_dropped=parsed.links_dropped)
+    simhash, bands = fingerprint.fingerprint(parsed.text)
+    row.update(simhash=fingerprint.to_signed(simhash), simhash_version=fingerprint.VERSION, minhash_bands=bands)
     return row

@@ -16,7 +16,7 @@ first_seen_at timestamp_ntz, last_fetch_at timestamp_ntz, next_fetch_at timestam
 fetch_interval_s long, http_status int, content_type string, etag string, last_modified string,
 content_digest string, simhash long, failure_count int, redirect_to string, duplicate_of string,
 warc_filename string, warc_offset long, warc_length long,
-simhash_version int, deduped_fetch_at timestamp_ntz
+simhash_version int, deduped_fetch_at timestamp_ntz, minhash_bands array<long>
 """
 
 HOST_STATE = """
@@ -55,7 +55,8 @@ robots_capture_id string, robots_fetched_at timestamp_ntz
 
 PARSE_RESULT = """
 url string, version long, lease_id string, depth int, parse_status string, reason string,
-title string, content_digest string, simhash long, simhash_version int, noindex boolean, nofollow boolean,
+title string, content_digest string, simhash long, simhash_version int, minhash_bands array<long>,
+noindex boolean, nofollow boolean,
 outlinks array<struct<url: string, anchor: string, nofollow: boolean, lastmod: timestamp_ntz>>,
 links_dropped int
 """

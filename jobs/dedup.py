@@ -2,8 +2,9 @@
 
 Three kinds of duplicates, three mechanisms: the same normalized URL never gets a second row (the
 CrawlDB MERGE key); identical bytes share a SHA-256 content digest; near-duplicates have 64-bit
-SimHashes of their main text within Hamming distance `dedup.max_hamming_distance`, found through
-lookup tables without comparing all pairs (`crawler_lib.spark.dedup`). Each run decides again only the
+SimHashes of their main text within Hamming distance `dedup.max_hamming_distance`, found without
+comparing all pairs: exact lookup tables up to 3 bits, MinHash band keys of the same words past that
+(`crawler_lib.spark.dedup`). Each run decides again only the
 pages fetched since the last run and the pages their change can affect.
 
 Fingerprints carry the version of their features (`simhash_version`); only fingerprints of the current
@@ -34,7 +35,8 @@ def run(spark, cfg, crawl_dir: str) -> dict:
     table = crawldb_table(spark, crawl.crawldb)
     crawldb = table.toDF()
     is_page = (F.col("status") == st.FETCHED) & F.col("content_digest").isNotNull()
-    pages = crawldb.filter(is_page).select("url", "content_digest", "simhash", "simhash_version", "first_seen_at",
+    pages = crawldb.filter(is_page).select("url", "content_digest", "simhash", "simhash_version", "minhash_bands",
+                                           "first_seen_at",
                                            "last_fetch_at", "deduped_fetch_at", "duplicate_of")
     decisions, hot_keys = duplicate_decisions(pages, cfg["dedup.max_hamming_distance"], cfg["dedup.max_pages_per_key"])
     no_longer_pages = crawldb.filter(F.col("duplicate_of").isNotNull() & ~is_page).select(

@@ -89,6 +89,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     parse = read(spark, crawl.segment(segment_id, "parse"))
     if "simhash_version" not in parse.columns:  # parsed by an earlier release: its fingerprints are version 1
         parse = parse.withColumn("simhash_version", F.when(F.col("simhash").isNotNull(), F.lit(1)).cast("int"))
+    if "minhash_bands" not in parse.columns:  # parsed before band keys: found by digest and exact tables only
+        parse = parse.withColumn("minhash_bands", F.lit(None).cast("array<bigint>"))
     crawldb = crawldb_table(spark, crawl.crawldb)
 
     # 1. Apply results to the rows this segment leased (the decision table, as Columns).

@@ -2,7 +2,7 @@
 # MAGIC %md
 # MAGIC # Duplicates and near-duplicates
 # MAGIC Fetched pages marked by dedup: canonical, exact copies (same SHA-256) and near copies (SimHash
-# MAGIC within dedup.max_hamming_distance).
+# MAGIC within dedup.max_hamming_distance, found through exact lookup tables or a shared MinHash band).
 # MAGIC On Databricks set the `crawl_dir` widget; locally run
 # MAGIC `CRAWL_DIR=demo-crawl FIGURE_DIR=figures .venv/bin/python notebooks/duplicates.py` (figures as PNG files).
 

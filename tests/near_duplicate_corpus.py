@@ -100,13 +100,14 @@ class Corpus(Prose):
         return out
 
 
-def labelled_distances(pairs: list[Pair]) -> list[tuple[str, bool, int]]:
-    """(kind, near, Hamming distance) of every pair's fingerprints, as the parse step computes them."""
-    from crawler_lib.fingerprint import hamming, simhash64
+def labelled_fingerprints(pairs: list[Pair]) -> list[tuple[str, bool, tuple, tuple]]:
+    """(kind, near, first, second) of every pair, each page's (simhash, minhash_bands) as the parse step
+    computes them."""
+    from crawler_lib.fingerprint import minhash_bands, simhash64
     from crawler_lib.parser import parse_html
 
-    def fingerprint(html: bytes) -> int:
-        return simhash64(parse_html(html, "http://corpus.test/").text)
+    def fingerprint(html: bytes) -> tuple[int, list[int]]:
+        text = parse_html(html, "http://corpus.test/").text
+        return simhash64(text), minhash_bands(text)
 
-    return [(pair.kind, pair.near, hamming(fingerprint(pair.first), fingerprint(pair.second))) for pair in pairs]
-
+    return [(pair.kind, pair.near, fingerprint(pair.first), fingerprint(pair.second)) for pair in pairs]

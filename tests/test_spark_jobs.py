@@ -164,6 +164,7 @@ def test_dedup_marks_identical_and_near_duplicates_and_is_idempotent(spark, cfg,
         ("http://g.com/old-features", 7, "d5", base ^ 1, "fetched", None, 1)])  # another fingerprint version
     crawl = str(tmp_path / "crawl")
     spark.createDataFrame(rows, schemas.url_state()).write.format("delta").save(CrawlDir(crawl).crawldb)
+    cfg = cfg.with_overrides(**{"dedup.max_hamming_distance": 3})  # no bands here: the exact tables alone
     stats = dedup.run(spark, cfg, crawl)
     assert _marks(spark, crawl) == {
         "http://a.com/original": (None, 1.0), "http://b.com/copy": ("http://a.com/original", 0.1),
@@ -196,6 +197,7 @@ def test_dedup_decides_again_only_what_a_refetch_can_change(spark, cfg, tmp_path
         ("http://d.com/new", 1, None, 0, "unfetched", None),
         ("http://e.com/later", 5, "d5", base ^ 0b1111, "fetched", None)]), schemas.url_state()).write.format("delta").save(
         CrawlDir(crawl).crawldb)
+    cfg = cfg.with_overrides(**{"dedup.max_hamming_distance": 3})  # no bands here: the exact tables alone
     dedup.run(spark, cfg, crawl)
     first = _marks(spark, crawl)
     assert (first["http://b.com/near"][0], first["http://e.com/later"][0]) == ("http://a.com/original", "http://b.com/near")
@@ -212,6 +214,29 @@ def test_dedup_decides_again_only_what_a_refetch_can_change(spark, cfg, tmp_path
         "http://c.com/other": (None, 1.0), "http://d.com/new": (None, 1.0), "http://e.com/later": ("http://d.com/new", 0.1)}
     assert stats["changed"] == 4  # a and d recorded as seen, b and e re-marked; c untouched
     assert read(spark, CrawlDir(crawl).crawldb).filter("url = 'http://c.com/other'").collect() == untouched
+
+
+def test_dedup_finds_pages_past_the_exact_tables_through_a_shared_band(spark, cfg, tmp_path):
+    """Past 3 bits a pair is a candidate only when it shares a band key; the distance still decides."""
+    from crawler_lib.spark import schemas
+    from jobs import dedup
+
+    base, seven_bits, twelve_bits = BASE_SIMHASH, 0b1111111 << 40, 0xFFF << 8
+    rows = _dedup_rows([
+        ("http://a.com/original", 1, "d1", base, "fetched", None),
+        ("http://b.com/edited", 2, "d2", base ^ seven_bits, "fetched", None),     # shares a band
+        ("http://c.com/unbanded", 3, "d3", base ^ seven_bits, "fetched", None),   # shares none with a
+        ("http://d.com/far", 4, "d4", base ^ twelve_bits, "fetched", None)])      # shares a band, 12 bits
+    for row, bands in zip(rows, ([1, 2, 3], [9, 2, 8], [7, 6, 5], [1, 10, 11])):
+        row["minhash_bands"] = bands
+    crawl = str(tmp_path / "crawl")
+    spark.createDataFrame(rows, schemas.url_state()).write.format("delta").save(CrawlDir(crawl).crawldb)
+    assert cfg["dedup.max_hamming_distance"] == 10
+    dedup.run(spark, cfg, crawl)
+    assert {url: mark for url, (mark, _) in _marks(spark, crawl).items()} == {
+        "http://a.com/original": None, "http://b.com/edited": "http://a.com/original",
+        "http://c.com/unbanded": "http://b.com/edited",  # b's twin (0 bits apart, found by the exact tables)
+        "http://d.com/far": None}
 
 
 def test_dedup_compares_a_key_shared_by_many_pages_with_its_earliest_pages_only(spark, cfg, tmp_path):
@@ -293,9 +318,10 @@ def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path
          ("http://a.com/sitemap2.xml", "", False, None)], False)],
         f"url string, version long, lease_id string, depth int, parse_status string, outlinks array<struct<{entry}>>, "
         "nofollow boolean")
+    added_since = ("simhash_version", "minhash_bands")  # the segment as releases before them wrote it
     parse_table = parse_row.select(*[(F.col(f.name) if f.name in parse_row.columns else F.lit(None))
                                      .cast(f.dataType).alias(f.name) for f in schemas.parse_result().fields
-                                     if f.name != "simhash_version"])  # as the release before it wrote it
+                                     if f.name not in added_since])
     segment_dir = CrawlDir(crawl)
     overwrite(parse_table, segment_dir.segment(segment, "parse"))
     overwrite(spark.createDataFrame([], schemas.fetch_result()), segment_dir.segment(segment, "fetch"))

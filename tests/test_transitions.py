@@ -32,7 +32,8 @@ RESULTS = [
     {"outcome": "from_a_newer_fetcher"},
 ]
 PARSES = [None, {"content_digest": "sha256:same", "simhash": 7, "simhash_version": 2, "parse_status": "ok"},
-          {"content_digest": "sha256:new", "simhash": -3, "simhash_version": 3, "parse_status": "ok"},
+          {"content_digest": "sha256:new", "simhash": -3, "simhash_version": 3, "minhash_bands": [4, -5],
+           "parse_status": "ok"},
           {"content_digest": None, "simhash": None, "parse_status": "failed", "parse_reason": "not_html"}]
 STATES = [  # (content_digest, failure_count, priority, fetch_interval_s)
     (None, 0, 1.0, None), ("sha256:same", 3, 1.0, 100_000), ("sha256:old", 1, 10.0, 0), (None, None, None, 5_000_000)]

@@ -1,16 +1,19 @@
 """Incremental duplicate marking over the CrawlDB's fetched pages (the policy of the dedup job).
 
 Two pages are partners when their content digests are equal, or their SimHashes (of the same
-fingerprint version) are within `dedup.max_hamming_distance` bits. A page's `duplicate_of` is its
+fingerprint version) are within `dedup.max_hamming_distance` bits and they are candidates: within
+`fingerprint.EXACT_LOOKUP_BITS` bits (exact lookup tables), or sharing a MinHash band key
+(`fingerprint.minhash_bands`: most of their words in common). A page's `duplicate_of` is its
 best-ranked partner when that partner ranks before it (earliest first_seen_at, then shortest URL, then
 smallest URL), else NULL.
 
 Only pages whose decision can have changed are decided again: pages fetched since dedup last saw them
 (`last_fetch_at` differs from `deduped_fetch_at`), pages marked as duplicates of such a page or of a page
 that is no longer fetched, and the partners of all these. Candidate partners come from lookup tables
-(`fingerprint.lookup_masks`) and the digest; a key shared by more than `dedup.max_pages_per_key` pages
-(a template every page of a site shares, thousands of identical error pages) contributes only its
-best-ranked pages, so a skewed key costs a bounded number of comparisons per lookup.
+(`fingerprint.lookup_masks`), band keys and the digest; a key shared by more than
+`dedup.max_pages_per_key` pages (a template every page of a site shares, thousands of identical error
+pages, short pages whose few words fill few MinHash slots) contributes only its best-ranked pages, so
+a skewed key costs a bounded number of comparisons per lookup.
 """
 from __future__ import annotations
 
@@ -23,6 +26,7 @@ from pyspark.sql.window import Window
 from crawler_lib import fingerprint
 
 DIGEST_TABLE = -1  # the lookup "table" of exact duplicates: keyed on a hash of the content digest
+BAND_TABLES = 1000  # band n's keys are table BAND_TABLES + n (the exact tables are 0, 1, ...)
 
 
 def current_fingerprint():
@@ -37,13 +41,17 @@ def rank(seen: str, url: str):
 
 
 def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
-    """(table, key, url, ...) rows: a page's digest key, and one key per lookup table when its fingerprint
-    is of the current version."""
+    """(table, key, url, ...) rows: a page's digest key, and when its fingerprint is of the current
+    version one key per exact lookup table and one per band (pages parsed before band keys have none)."""
     keys = [F.struct(F.lit(DIGEST_TABLE).alias("table"), F.xxhash64("content_digest").alias("key"))]
     keys += [F.struct(F.lit(n).alias("table"),
                       F.when(current_fingerprint(), F.col("simhash").bitwiseAND(F.lit(fingerprint.to_signed(mask)))).alias("key"))
              for n, mask in enumerate(masks)]
-    return (pages.select("*", F.explode(F.array(*keys)).alias("k"))
+    bands = (F.when(current_fingerprint() & F.col("minhash_bands").isNotNull(), F.col("minhash_bands"))
+             .otherwise(F.array().cast("array<bigint>")))
+    keys = F.concat(F.array(*keys), F.transform(bands, lambda key, n: F.struct(
+        (F.lit(BAND_TABLES) + n).alias("table"), key.alias("key"))))
+    return (pages.select("*", F.explode(keys).alias("k"))
             .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), *pages.columns)
             .filter(F.col("key").isNotNull()))
 
@@ -61,11 +69,14 @@ def partners(lookups: Optional[DataFrame], keyed: DataFrame, max_distance: int,
                   .filter(F.col("place") <= max_per_key + 1).localCheckpoint())
     hot_keys = candidates.filter(F.col("place") == max_per_key + 1).count()
     a, b = mine.alias("a"), candidates.filter(F.col("place") <= max_per_key).alias("b")
+    # fingerprint.near_duplicates: an exact table's candidate within its bits, a band's within max_distance
+    distance = F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash")))
+    within = (F.when(F.col("a.table") == DIGEST_TABLE, F.lit(-1))
+              .when(F.col("a.table") < BAND_TABLES, F.lit(min(max_distance, fingerprint.EXACT_LOOKUP_BITS)))
+              .otherwise(F.lit(max_distance)))
     found = (a.join(b, (F.col("a.table") == F.col("b.table")) & (F.col("a.key") == F.col("b.key"))
                     & (F.col("a.url") != F.col("b.url")))
-             .filter((F.col("a.content_digest") == F.col("b.content_digest"))
-                     | ((F.col("a.table") != DIGEST_TABLE)
-                        & (F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash"))) <= max_distance)))
+             .filter((F.col("a.content_digest") == F.col("b.content_digest")) | (distance <= within))
              .select(F.col("a.url").alias("url"), F.col("b.url").alias("partner"), F.col("b.rank").alias("partner_rank"))
              .distinct())
     return found, hot_keys
@@ -75,12 +86,13 @@ def duplicate_decisions(pages: DataFrame, max_distance: int, max_per_key: int):
     """(url, duplicate_of, last_fetch_at) for every page to decide again (see the module docstring), and
     the number of keys cut to `max_per_key` pages.
 
-    `pages`: the fetched pages with a digest (url, content_digest, simhash, simhash_version,
+    `pages`: the fetched pages with a digest (url, content_digest, simhash, simhash_version, minhash_bands,
     first_seen_at, last_fetch_at, deduped_fetch_at, duplicate_of)."""
     pending = ~F.col("last_fetch_at").eqNullSafe(F.col("deduped_fetch_at"))
     counts = pages.agg(F.count("*").alias("pages"), F.count(F.when(current_fingerprint(), 1)).alias("comparable"),
                        F.count(F.when(pending, 1)).alias("pending")).first()
-    keyed = lookup_keys(pages, fingerprint.lookup_masks(max_distance, counts.comparable)).localCheckpoint()
+    masks = fingerprint.lookup_masks(min(max_distance, fingerprint.EXACT_LOOKUP_BITS), counts.comparable)
+    keyed = lookup_keys(pages, masks).localCheckpoint()
     if counts.pending == counts.pages:  # the first run (or every page fetched again): one pass over all
         found, hot_keys = partners(None, keyed, max_distance, max_per_key)
         decide = pages.select("url")

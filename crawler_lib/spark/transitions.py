@@ -18,8 +18,8 @@ from crawler_lib.spark import schemas
 
 Columns = Callable[[str], Column]  # a column of the state, result or parse row by name
 # The parse fields a transition reads (url NULL: the page has no parse row).
-PARSE_FIELDS = ("url string, content_digest string, simhash long, simhash_version int, parse_status string, "
-                "parse_reason string")
+PARSE_FIELDS = ("url string, content_digest string, simhash long, simhash_version int, minhash_bands array<long>, "
+                "parse_status string, parse_reason string")
 PARSE_COLUMNS = column_names(PARSE_FIELDS)
 
 
