@@ -51,8 +51,9 @@ def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
              .otherwise(F.array().cast("array<bigint>")))
     keys = F.concat(F.array(*keys), F.transform(bands, lambda key, n: F.struct(
         (F.lit(BAND_TABLES) + n).alias("table"), key.alias("key"))))
+    carried = [c for c in pages.columns if c != "minhash_bands"]  # the keys hold the bands: not on every row
     return (pages.select("*", F.explode(keys).alias("k"))
-            .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), *pages.columns)
+            .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), *carried)
             .filter(F.col("key").isNotNull()))
 
 
