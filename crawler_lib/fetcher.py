@@ -127,9 +127,9 @@ class PartitionFetcher:
         if last_start is not None:
             politeness.next_allowed_at = max(politeness.next_allowed_at,
                                              last_start + politeness.delay_s + politeness.margin_s)
-        if self.attempt > 0 and not self.journal.appends:
-            # Without a journal written line by line, a retried task cannot know when the failed
-            # attempt last hit the host: wait a delay.
+        if (self.attempt > 0 and not self.journal.appends) or key in self.replay.lost_hosts:
+            # Without a journal written line by line, or with a request that was in flight when the
+            # attempt died, a retried task cannot know when the host last saw a request begin: wait a delay.
             politeness.next_allowed_at = max(politeness.next_allowed_at, now + politeness.delay_s)
         queue = deque()
         for row in rows:

@@ -33,6 +33,7 @@ import fsspec
 from fsspec.implementations.local import LocalFileSystem
 
 from crawler_lib.progress import PeriodicProgress
+from crawler_lib.schema import to_epoch
 
 
 def _encode(value):
@@ -53,8 +54,11 @@ class Replay:
     requests: list = field(default_factory=list)     # request rows
     lost: dict = field(default_factory=dict)         # url -> intent whose answer never got journalled
     hosts: dict = field(default_factory=dict)        # host key -> HostDB-like fields to overlay
-    host_starts: dict = field(default_factory=dict)  # host key -> last request start (epoch)
-    address_starts: dict = field(default_factory=dict)  # IP address -> last request start (epoch)
+    # host key / IP address -> the latest a host may have seen a request begin (epoch): an intent is
+    # journalled before its request leaves, so an answered request counts until its answer ended
+    host_starts: dict = field(default_factory=dict)
+    address_starts: dict = field(default_factory=dict)
+    lost_hosts: set = field(default_factory=set)  # hosts with a request in flight when the attempt died
 
     @property
     def empty(self) -> bool:
@@ -71,6 +75,12 @@ class Replay:
                 self.lost[line["url"]] = line
         elif kind == "request":
             self.requests.append(line)
+            ended = to_epoch(line.get("ended_at"))
+            if ended is not None:
+                host, address = line.get("host_key"), line.get("ip_address")
+                self.host_starts[host] = max(ended, self.host_starts.get(host, ended))
+                if address:
+                    self.address_starts[address] = max(ended, self.address_starts.get(address, ended))
         elif kind == "url":
             self.outcomes[line["url"]] = line
             self.lost.pop(line["url"], None)
@@ -81,6 +91,7 @@ class Replay:
         """A lost request whose row never got journalled still enters `fetchlog`, marked so. (A URL
         with a request row but no outcome, e.g. a 429 requeued when the attempt died, is lost too.)"""
         logged = {r["request_id"] for r in self.requests}
+        self.lost_hosts = {intent["host_key"] for intent in self.lost.values() if intent["request_id"] not in logged}
         self.requests += [{**intent, "error": "answer_lost_with_attempt"}
                           for intent in self.lost.values() if intent["request_id"] not in logged]
         return self
