@@ -7,10 +7,11 @@
  * counted once however often it appears.
  * A word's vote: CRC-32 of its bytes (zlib's), spread to 64 bits by splitmix64; bit i of the result is
  * set when more than half of the distinct words have it set.
- * ascii_fingerprint(bytes) and words_fingerprint(iterable of bytes): (SimHash, MinHash slots), the slots
- * as MINHASH_SLOTS native uint64 values in bytes: a distinct word's hash, mixed with MINHASH_SALT by
- * splitmix64, falls in slot (mixed % MINHASH_SLOTS) and a slot keeps the least (mixed / MINHASH_SLOTS);
- * an empty slot holds UINT64_MAX (fingerprint.minhash_bands makes the bands from them).
+ * ascii_fingerprint(bytes) and words_fingerprint(iterable of bytes): (SimHash, MinHash band keys), the
+ * keys as a list of MINHASH_BANDS signed 64-bit ints (empty without words): a distinct word's hash, mixed
+ * with MINHASH_SALT by splitmix64, falls in slot (mixed % MINHASH_SLOTS) and a slot keeps the least
+ * (mixed / MINHASH_SLOTS); an empty slot borrows the next filled slot's value mixed with its distance, and
+ * band b hashes its MINHASH_ROWS slots in a splitmix64 chain from b (fingerprint._bands, the same in Python).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -18,16 +19,21 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define MINHASH_SLOTS 120
+#define MINHASH_BANDS 20
+#define MINHASH_ROWS 6
+#define MINHASH_SLOTS (MINHASH_BANDS * MINHASH_ROWS)
 #define MINHASH_SALT 0x6A09E667F3BCC909ull
 
 static uint32_t crc_table[256];
+static unsigned char word_fold[256]; /* a word byte lowercased, 0 for a byte that ends a word */
 
-static void init_crc_table(void) {
+static void init_tables(void) {
     for (uint32_t n = 0; n < 256; n++) {
         uint32_t c = n;
         for (int k = 0; k < 8; k++) c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
         crc_table[n] = c;
+        int word = (n >= 'a' && n <= 'z') || (n >= 'A' && n <= 'Z') || (n >= '0' && n <= '9') || n == '_';
+        word_fold[n] = word ? (unsigned char)(n >= 'A' && n <= 'Z' ? n + 32 : n) : 0;
     }
 }
 
@@ -135,19 +141,16 @@ static PyObject *ascii_vote(PyObject *arg, uint64_t *minima) {
     size_t count = 0;
     Py_ssize_t i = 0;
     while (i < length) {
-        unsigned char c = bytes[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_')) {
+        if (!word_fold[bytes[i]]) {
             i++;
             continue;
         }
         Py_ssize_t start = i;
         int digits_only = 1;
         uint32_t crc = 0xFFFFFFFFu;
-        for (; i < length; i++) {
-            c = bytes[i];
-            if (c >= 'A' && c <= 'Z') c += 32;
-            else if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) break;
-            if (c < '0' || c > '9') digits_only = 0;
+        unsigned char c;
+        for (; i < length && (c = word_fold[bytes[i]]) != 0; i++) {
+            digits_only &= c >= '0' && c <= '9';
             folded[i] = c;
             crc = crc_table[(crc ^ c) & 0xFF] ^ (crc >> 8);
         }
@@ -186,17 +189,46 @@ static PyObject *words_vote(PyObject *arg, uint64_t *minima) {
     return result;
 }
 
+static uint64_t mix_slot(uint64_t value, uint64_t distance) { return splitmix64(value ^ (distance << 56)); }
+
+/* The band keys of the MinHash slots, as a list of signed ints: fingerprint._bands in C. */
+static PyObject *band_keys(const uint64_t *minima) {
+    int first = 0;
+    while (first < MINHASH_SLOTS && minima[first] == UINT64_MAX) first++;
+    if (first == MINHASH_SLOTS) return PyList_New(0);
+    uint64_t filled[MINHASH_SLOTS];
+    int next = first; /* the next filled slot at or after n, circularly */
+    for (int n = MINHASH_SLOTS - 1; n >= 0; n--) {
+        if (minima[n] != UINT64_MAX) next = n;
+        uint64_t distance = (uint64_t)((next - n + MINHASH_SLOTS) % MINHASH_SLOTS);
+        filled[n] = distance == 0 ? minima[n] : mix_slot(minima[next], distance);
+    }
+    PyObject *keys = PyList_New(MINHASH_BANDS);
+    if (keys == NULL) return NULL;
+    for (int band = 0; band < MINHASH_BANDS; band++) {
+        uint64_t key = (uint64_t)band;
+        for (int row = 0; row < MINHASH_ROWS; row++) key = splitmix64(key ^ filled[band * MINHASH_ROWS + row]);
+        PyObject *value = PyLong_FromLongLong((long long)key);
+        if (value == NULL) {
+            Py_DECREF(keys);
+            return NULL;
+        }
+        PyList_SET_ITEM(keys, band, value);
+    }
+    return keys;
+}
+
 static PyObject *with_minima(PyObject *(*vote_of)(PyObject *, uint64_t *), PyObject *arg) {
     uint64_t minima[MINHASH_SLOTS];
     for (int n = 0; n < MINHASH_SLOTS; n++) minima[n] = UINT64_MAX;
     PyObject *simhash = vote_of(arg, minima);
     if (simhash == NULL) return NULL;
-    PyObject *slots = PyBytes_FromStringAndSize((const char *)minima, sizeof(minima));
-    if (slots == NULL) {
+    PyObject *keys = band_keys(minima);
+    if (keys == NULL) {
         Py_DECREF(simhash);
         return NULL;
     }
-    return Py_BuildValue("(NN)", simhash, slots);
+    return Py_BuildValue("(NN)", simhash, keys);
 }
 
 static PyObject *ascii_simhash(PyObject *self, PyObject *arg) { return ascii_vote(arg, NULL); }
@@ -207,17 +239,18 @@ static PyObject *words_fingerprint(PyObject *self, PyObject *arg) { return with_
 static PyMethodDef methods[] = {
     {"ascii_simhash", ascii_simhash, METH_O, "SimHash of ASCII text over its distinct words, numbers left out."},
     {"words_simhash", words_simhash, METH_O, "SimHash over a collection of words (bytes), each counted once."},
-    {"ascii_fingerprint", ascii_fingerprint, METH_O, "(SimHash, MinHash slots) of ASCII text."},
-    {"words_fingerprint", words_fingerprint, METH_O, "(SimHash, MinHash slots) over a collection of words."},
+    {"ascii_fingerprint", ascii_fingerprint, METH_O, "(SimHash, MinHash band keys) of ASCII text."},
+    {"words_fingerprint", words_fingerprint, METH_O, "(SimHash, MinHash band keys) over a collection of words."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module = {PyModuleDef_HEAD_INIT, "_simhash", NULL, -1, methods};
 
 PyMODINIT_FUNC PyInit__simhash(void) {
-    init_crc_table();
+    init_tables();
     PyObject *created = PyModule_Create(&module);
-    if (created != NULL && PyModule_AddIntConstant(created, "MINHASH_SLOTS", MINHASH_SLOTS) < 0) {
+    if (created != NULL && (PyModule_AddIntConstant(created, "MINHASH_BANDS", MINHASH_BANDS) < 0
+                            || PyModule_AddIntConstant(created, "MINHASH_ROWS", MINHASH_ROWS) < 0)) {
         Py_DECREF(created);
         return NULL;
     }

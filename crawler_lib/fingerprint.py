@@ -12,8 +12,8 @@ changes without the page changing); each Chinese, Japanese or Korean character i
 itself (those scripts do not separate words by spaces). Fingerprints of an older feature set are not
 comparable: `VERSION` is stored beside every fingerprint and dedup compares only equal versions.
 
-The vote runs in C (`crawler_lib/_simhash.c`, built by `make setup` where a C compiler exists): on
-word-rich pages the Python form below spends most of the parse step's CPU. Both give the same
+The vote and the band keys run in C (`crawler_lib/_simhash.c`, built by `make setup` where a C compiler
+exists): on word-rich pages the Python form below spends most of the parse step's CPU. Both give the same
 fingerprints (tests/test_fingerprint.py); without the extension the Python form is used.
 
 A SimHash within 3 bits is found through exact lookup tables (`lookup_masks`); an edit of a few percent of
@@ -42,7 +42,7 @@ except ImportError:  # installed without a C compiler: the Python form, same fin
 VERSION = 2  # 1: count-weighted character 4-shingles of the whole body text
 EXACT_LOOKUP_BITS = 3  # the distance the exact lookup tables cover; past it, candidates come from bands
 BANDS, ROWS = 20, 6  # the MinHash band keys stored per page (`minhash_bands`), and the minima each hashes
-if native is not None and getattr(native, "MINHASH_SLOTS", None) != BANDS * ROWS:
+if native is not None and (getattr(native, "MINHASH_BANDS", None), getattr(native, "MINHASH_ROWS", None)) != (BANDS, ROWS):
     native = None  # built from an older _simhash.c (`make setup` rebuilds it): the Python form
 MAX_TEXT_CHARS = 100_000  # ~15,000 words: bounded work per page; later text rarely decides near-duplicates
 _CJK = "\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
@@ -116,10 +116,8 @@ def fingerprint(text: str) -> tuple[int, list[int]]:
     if native is None:
         return python_fingerprint(text)
     if text.isascii():
-        simhash, slots = native.ascii_fingerprint(text.encode("ascii"))
-    else:
-        simhash, slots = native.words_fingerprint(distinct_words(text))
-    return simhash, _bands(np.frombuffer(slots, np.uint64))
+        return native.ascii_fingerprint(text.encode("ascii"))
+    return native.words_fingerprint(distinct_words(text))
 
 
 def python_fingerprint(text: str) -> tuple[int, list[int]]:
