@@ -112,7 +112,8 @@ def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
             continue
         seen.add(url)
         rel = (attributes.get("rel") or "").lower().split()
-        anchor = node.text(strip=True)[:200] if node.tag == "a" else (attributes.get("alt") or "")[:200]
+        anchor = node.text() if node.tag == "a" else (attributes.get("alt") or "")
+        anchor = " ".join(anchor.split())[:200]  # "<a><b>Next</b>\n page</a>": "Next page"
         result.outlinks.append(Outlink(url, anchor, "nofollow" in rel))
     result.text = main_text(tree) or _body_text(LexborHTMLParser(html))
     return result

@@ -205,8 +205,8 @@ def resolve(base_url: str, href: str, max_length: int = 2048) -> str:
 _NORMAL_CHARS = r"A-Za-z0-9\-._~!$&'()*+,=:@/"
 # A relative reference that urljoin + normalize would return unchanged: no scheme or authority, no
 # escape, fragment, dot segment, empty segment, ';' parameters, empty query or character to escape.
-_NORMAL_REFERENCE = re.compile(rf"(?![^/?]*:)(?![^?]*//)[{_NORMAL_CHARS}]+(\?[{_NORMAL_CHARS}?]+)?\Z")
-_DOT_SEGMENT = re.compile(r"(?:^|/)\.\.?(?:[/?]|\Z)")
+_NORMAL_REFERENCE = re.compile(rf"(?![^/?]*:)(?![^?]*//)(?!(?:[^?]*/)?\.\.?(?:[/?]|\Z))"
+                               rf"[{_NORMAL_CHARS}]+(\?[{_NORMAL_CHARS}?]+)?\Z")
 
 
 class LinkResolver:
@@ -222,7 +222,7 @@ class LinkResolver:
 
     def __call__(self, href: str) -> str:
         href = (href or "").strip()
-        if _NORMAL_REFERENCE.match(href) and not _DOT_SEGMENT.search(href.split("?", 1)[0]):
+        if _NORMAL_REFERENCE.match(href):
             url = self.origin + (href if href[0] == "/" else self.directory + href)
             if len(url) > self.max_length:
                 raise UrlRejected("url_too_long", url[:200])

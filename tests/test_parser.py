@@ -22,6 +22,11 @@ def test_links_base_href_nofollow_and_meta():
     assert "Some text" in result.text
 
 
+def test_anchor_text_keeps_the_space_between_its_elements():
+    body = b'<a href="/n"><span>Next</span>\n  page <b>2</b></a><area href="/m" alt=" a  map ">'
+    assert [o.anchor for o in parse_html(body, "http://a.com/", "text/html").outlinks] == ["Next page 2", "a map"]
+
+
 def test_outlink_cap():
     body = b"".join(b'<a href="/p%d">x</a>' % i for i in range(50))
     result = parse_html(body, "http://a.com/", "text/html", max_outlinks=10)

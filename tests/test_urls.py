@@ -1,6 +1,8 @@
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from crawler_lib.urls import UrlFilter, UrlRejected, host_key, normalize, resolve
+from crawler_lib.urls import LinkResolver, UrlFilter, UrlRejected, host_key, normalize, resolve
 
 
 @pytest.mark.parametrize("raw, expected", [
@@ -117,3 +119,16 @@ def test_ip_literal_hosts_meet_the_ssrf_guard_at_discovery():
     assert url_filter.reason_to_block(normalize("http://0x7f.1/")) is None            # allowed network
     assert url_filter.reason_to_block(normalize("http://93.184.216.34/")) is None
     assert url_filter.reason_to_block("http://metadata.example/") is None             # names: at connect time
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.sampled_from(["http://a.com/", "http://a.com/d/p.html?q=1", "https://a.com:8443/x/y/"]),
+       st.text(alphabet="ab./?:%#;=&~ ", max_size=12))
+def test_link_resolver_resolves_as_resolve_does(base, href):
+    """Its string-concatenation shortcut for links in normal form gives what urljoin + normalize give."""
+    def outcome(call):
+        try:
+            return call()
+        except UrlRejected as rejected:
+            return rejected.reason
+    assert outcome(lambda: LinkResolver(base)(href)) == outcome(lambda: resolve(base, href))
