@@ -41,8 +41,8 @@ def rank(seen: str, url: str):
 
 
 def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
-    """(table, key, url, ...) rows: a page's digest key, and when its fingerprint is of the current
-    version one key per exact lookup table and one per band (pages parsed before band keys have none)."""
+    """(table, key, order) rows: a page's digest key, and when its fingerprint is of the current version
+    one key per exact lookup table and one per band (pages parsed before band keys have none)."""
     keys = [F.struct(F.lit(DIGEST_TABLE).alias("table"), F.xxhash64("content_digest").alias("key"))]
     keys += [F.struct(F.lit(n).alias("table"),
                       F.when(current_fingerprint(), F.col("simhash").bitwiseAND(F.lit(fingerprint.to_signed(mask)))).alias("key"))
@@ -51,35 +51,41 @@ def lookup_keys(pages: DataFrame, masks: list[int]) -> DataFrame:
              .otherwise(F.array().cast("array<bigint>")))
     keys = F.concat(F.array(*keys), F.transform(bands, lambda key, n: F.struct(
         (F.lit(BAND_TABLES) + n).alias("table"), key.alias("key"))))
-    carried = [c for c in pages.columns if c != "minhash_bands"]  # the keys hold the bands: not on every row
-    return (pages.select("*", F.explode(keys).alias("k"))
-            .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), *carried)
+    return (pages.select("order", F.explode(keys).alias("k"))
+            .select(F.col("k.table").alias("table"), F.col("k.key").alias("key"), "order")
             .filter(F.col("key").isNotNull()))
 
 
-def partners(lookups: Optional[DataFrame], keyed: DataFrame, max_distance: int,
+def partners(lookups: Optional[DataFrame], keyed: DataFrame, prints: DataFrame, max_distance: int,
              max_per_key: int) -> tuple[DataFrame, int]:
-    """(url, partner, partner_rank) for every partner of the `lookups` pages (urls; None: every page), and
-    how many of their keys were cut to `max_per_key` pages; `keyed` holds the lookup keys of every page."""
-    mine = keyed if lookups is None else keyed.join(lookups, "url", "left_semi")
+    """(order, partner) for every partner of the `lookups` pages (orders; None: every page), and how many
+    of their keys were cut to `max_per_key` pages; `keyed` holds the lookup keys of every page, `prints`
+    its digest and SimHash.
+
+    Pages that share several keys (a cluster shares most of its bands) make one candidate pair, of
+    numbers alone, before any fingerprint is compared."""
+    mine = keyed if lookups is None else keyed.join(lookups, "order", "left_semi")
     candidates = keyed if lookups is None else keyed.join(mine.select("table", "key").distinct(), ["table", "key"],
                                                           "left_semi")
-    by_rank = Window.partitionBy("table", "key").orderBy("rank")
-    candidates = (candidates.withColumn("rank", rank("first_seen_at", "url"))
-                  .withColumn("place", F.row_number().over(by_rank))
+    by_rank = Window.partitionBy("table", "key").orderBy("order")
+    candidates = (candidates.withColumn("place", F.row_number().over(by_rank))
                   .filter(F.col("place") <= max_per_key + 1).localCheckpoint())
     hot_keys = candidates.filter(F.col("place") == max_per_key + 1).count()
-    a, b = mine.alias("a"), candidates.filter(F.col("place") <= max_per_key).alias("b")
     # fingerprint.near_duplicates: an exact table's candidate within its bits, a band's within max_distance
-    distance = F.bit_count(F.col("a.simhash").bitwiseXOR(F.col("b.simhash")))
-    within = (F.when(F.col("a.table") == DIGEST_TABLE, F.lit(-1))
-              .when(F.col("a.table") < BAND_TABLES, F.lit(min(max_distance, fingerprint.EXACT_LOOKUP_BITS)))
+    within = (F.when(F.col("table") == DIGEST_TABLE, F.lit(-1))
+              .when(F.col("table") < BAND_TABLES, F.lit(min(max_distance, fingerprint.EXACT_LOOKUP_BITS)))
               .otherwise(F.lit(max_distance)))
-    found = (a.join(b, (F.col("a.table") == F.col("b.table")) & (F.col("a.key") == F.col("b.key"))
-                    & (F.col("a.url") != F.col("b.url")))
-             .filter((F.col("a.content_digest") == F.col("b.content_digest")) | (distance <= within))
-             .select(F.col("a.url").alias("url"), F.col("b.url").alias("partner"), F.col("b.rank").alias("partner_rank"))
-             .distinct())
+    pairs = (mine.join(candidates.filter(F.col("place") <= max_per_key)
+                       .select("table", "key", F.col("order").alias("partner")), ["table", "key"])
+             .filter(F.col("order") != F.col("partner"))
+             .groupBy("order", "partner").agg(F.max(within).alias("within")))
+    a = prints.select("order", F.col("content_digest").alias("a_digest"), F.col("simhash").alias("a_simhash"))
+    b = prints.select(F.col("order").alias("partner"), F.col("content_digest").alias("b_digest"),
+                      F.col("simhash").alias("b_simhash"))
+    distance = F.bit_count(F.col("a_simhash").bitwiseXOR(F.col("b_simhash")))
+    found = (pairs.join(a, "order").join(b, "partner")
+             .filter((F.col("a_digest") == F.col("b_digest")) | (distance <= F.col("within")))
+             .select("order", "partner"))
     return found, hot_keys
 
 
@@ -93,26 +99,33 @@ def duplicate_decisions(pages: DataFrame, max_distance: int, max_per_key: int):
     counts = pages.agg(F.count("*").alias("pages"), F.count(F.when(current_fingerprint(), 1)).alias("comparable"),
                        F.count(F.when(pending, 1)).alias("pending")).first()
     masks = fingerprint.lookup_masks(min(max_distance, fingerprint.EXACT_LOOKUP_BITS), counts.comparable)
+    # `order`: a page's place in the canonical order (ids increase along a range-partitioned sort), so
+    # keys, candidates and pairs are numbers and a page's best partner is its least
+    pages = (pages.orderBy(rank("first_seen_at", "url")).withColumn("order", F.monotonically_increasing_id())
+             .localCheckpoint())
     keyed = lookup_keys(pages, masks).localCheckpoint()
+    prints = pages.select("order", "content_digest", "simhash")
     if counts.pending == counts.pages:  # the first run (or every page fetched again): one pass over all
-        found, hot_keys = partners(None, keyed, max_distance, max_per_key)
-        decide = pages.select("url")
+        found, hot_keys = partners(None, keyed, prints, max_distance, max_per_key)
+        decide = pages.select("order")
     else:
         canonical = pages.select(F.col("url").alias("duplicate_of"), pending.alias("pending"))
-        orphaned = (pages.filter(F.col("duplicate_of").isNotNull()).select("url", "duplicate_of")
+        orphaned = (pages.filter(F.col("duplicate_of").isNotNull()).select("order", "duplicate_of")
                     .join(canonical, "duplicate_of", "left")
-                    .filter(F.col("pending").isNull() | F.col("pending")).select("url"))
-        lookups = pages.filter(pending).select("url").unionByName(orphaned).distinct().localCheckpoint()
-        first, hot_keys = partners(lookups, keyed, max_distance, max_per_key)
+                    .filter(F.col("pending").isNull() | F.col("pending")).select("order"))
+        lookups = pages.filter(pending).select("order").unionByName(orphaned).distinct().localCheckpoint()
+        first, hot_keys = partners(lookups, keyed, prints, max_distance, max_per_key)
         first = first.localCheckpoint()
-        affected = first.select(F.col("partner").alias("url")).distinct().join(lookups, "url", "left_anti")
+        affected = first.select(F.col("partner").alias("order")).distinct().join(lookups, "order", "left_anti")
         affected = affected.localCheckpoint()
         found, decide = first, lookups
         if not affected.isEmpty():  # partners whose best partner may now be a page of the lookups
-            second, hot_again = partners(affected, keyed, max_distance, max_per_key)
+            second, hot_again = partners(affected, keyed, prints, max_distance, max_per_key)
             found, decide, hot_keys = first.unionByName(second), lookups.unionByName(affected), max(hot_keys, hot_again)
-    best = found.groupBy("url").agg(F.min("partner_rank").alias("best"))
-    decisions = (decide.join(pages, "url").join(best, "url", "left")
-                 .select("url", F.when(F.col("best") < rank("first_seen_at", "url"), F.col("best.url"))
-                         .alias("duplicate_of"), "last_fetch_at"))
+    best = (found.groupBy("order").agg(F.min("partner").alias("best"))
+            .filter(F.col("best") < F.col("order"))  # the best partner ranks before the page
+            .join(pages.select(F.col("order").alias("best"), F.col("url").alias("duplicate_of")), "best"))
+    decisions = (decide.join(pages.select("order", "url", "last_fetch_at"), "order")
+                 .join(best.select("order", "duplicate_of"), "order", "left")
+                 .select("url", "duplicate_of", "last_fetch_at"))
     return decisions, hot_keys
