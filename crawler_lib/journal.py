@@ -91,9 +91,9 @@ class Replay:
         """A lost request whose row never got journalled still enters `fetchlog`, marked so. (A URL
         with a request row but no outcome, e.g. a 429 requeued when the attempt died, is lost too.)"""
         logged = {r["request_id"] for r in self.requests}
-        self.lost_hosts = {intent["host_key"] for intent in self.lost.values() if intent["request_id"] not in logged}
-        self.requests += [{**intent, "error": "answer_lost_with_attempt"}
-                          for intent in self.lost.values() if intent["request_id"] not in logged]
+        unlogged = [intent for intent in self.lost.values() if intent["request_id"] not in logged]
+        self.lost_hosts = {intent["host_key"] for intent in unlogged}
+        self.requests += [{**intent, "error": "answer_lost_with_attempt"} for intent in unlogged]
         return self
 
 

@@ -168,8 +168,7 @@ def _screen(spark, cfg, crawldb, candidates, hostdb, now: datetime):
     refused = candidates.join(verdicts.filter(F.col("verdict").isNotNull()), "url")
     counts = {r.verdict: r["count"] for r in refused.groupBy("verdict").count().collect()}
     if counts:
-        marked = refused_by_generate(cfg, lambda c: F.col(f"t.{c}"), F.col("s.verdict"),
-                                     F.lit(now).cast("timestamp_ntz"))
+        marked = refused_by_generate(cfg, lambda c: f"t.{c}", "s.verdict", sql_timestamp(now))
         run_merge(crawldb.alias("t")
                   .merge(refused.alias("s"), "t.url = s.url AND t.version = s.version - 1")
                   .whenMatchedUpdate(set={c: marked[c] for c in ("status", "reason", "next_fetch_at")}))
