@@ -4,15 +4,16 @@ Due: next_fetch_at <= now, not blocked, no live lease, host not leased by anothe
 in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Selected by the
 frontier rules (crawler_lib.spark.frontier: priority, each host's share and capacity, top_n). URLs
 matching exclusions.patterns or disallowed by the host's fresh cached robots.txt are marked (blocked /
-robots_denied) instead of leased, and the selection is made again to fill their slots
-(generate.screen_rounds). A host's fetch partition is a stable hash of its IP address (last
+robots_denied, in the commit below) instead of leased, and the selection is made again without them
+to fill their slots (generate.screen_rounds). A host's fetch partition is a stable hash of its IP address (last
 resolved, or its IP literal or `http.resolve` pin: hosts sharing one go together,
 `generate.place_by_ip`), else of its host key; a host whose robots.txt redirects to another host is
 placed with that host (so one task owns both). Writes, in order: the host leases (HostDB,
-conditional: one live owner per host), the fetch list, then the URL leases (CrawlDB MERGE:
-version+1, lease_id = segment id, lease expiry: the commit point). A crash before the URL-lease
-commit leaves an orphan fetch list whose results updatedb ignores (versions do not match) and host
-leases that expire; after it, leases expire and the URLs return to the pool.
+conditional: one live owner per host), the fetch list, then one CrawlDB MERGE with the URL leases
+(version+1, lease_id = segment id, lease expiry) and the screen's marks: the commit point. A crash
+before it leaves an orphan fetch list whose results updatedb ignores (versions do not match), host
+leases that expire, and refused URLs unmarked (screened again next time); after it, leases expire
+and the URLs return to the pool.
 """
 from __future__ import annotations
 
@@ -55,11 +56,15 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     segment_id = new_segment_id(now)
     partitions = fetch_partitions(spark, cfg)
     refused: Counter = Counter()
-    # A URL that the screen refuses is marked, so it is no longer due: select again, wider, until
-    # top_n fetchable URLs are found, nothing was refused, or every due URL has been screened.
+    refusals = None  # (url, version, verdict) of every URL the screen refused: marked at the commit below
+    # A URL that the screen refuses is not leased: select again, wider (without the refused URLs),
+    # until top_n fetchable URLs are found, nothing was refused, or every due URL has been screened.
     limit = top_n
     for _ in range(cfg["generate.screen_rounds"]):
-        selected = frontier.select_due(_due(spark, crawl, hosts, now), hosts, cfg, limit)
+        due = _due(spark, crawl, hosts, now)
+        if refusals is not None:
+            due = due.join(refusals.select("url"), "url", "left_anti")
+        selected = frontier.select_due(due, hosts, cfg, limit)
         candidates = _with_placement(selected, hosts, cfg).select(
             "url", "host_key", (F.col("version") + 1).alias("version"), F.lit(segment_id).alias("lease_id"),
             "priority", "depth", F.coalesce("redirect_hops", F.lit(0)).alias("redirect_hops"), "etag",
@@ -67,8 +72,10 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
             F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"),
             "_robots_host", "_share"
         ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-        candidates, counts = _screen(spark, cfg, crawldb, candidates, hostdb_table.toDF(), now)
+        candidates, refused_now, counts = _screen(spark, cfg, candidates, hostdb_table.toDF(), now)
         refused.update(counts)
+        if counts:
+            refusals = refused_now if refusals is None else refusals.unionByName(refused_now).localCheckpoint()
         allowed = candidates.count()
         screened = allowed + sum(counts.values())
         if not counts or allowed >= top_n or screened < limit:
@@ -78,7 +85,10 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         candidates = candidates.orderBy(*frontier.segment_order()).limit(top_n).localCheckpoint()
     candidates = candidates.drop("_share")
     denied, excluded = refused.get(st.DENIED_BY_ROBOTS, 0), refused.get(st.EXCLUDED, 0)
+    marked = sum(refused.values())
     if allowed == 0:
+        if refusals is not None:
+            _lease_and_mark(crawldb, cfg, None, refusals, expires=None, now=now)
         return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied,
                 "excluded": excluded}
 
@@ -97,24 +107,44 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     owned = hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
     fetchlist = (candidates.join(owned, "host_key", "left_semi")
                  .join(owned.withColumnRenamed("host_key", "_robots_host"), "_robots_host", "left_semi")
-                 .drop("_robots_host"))
+                 .drop("_robots_host")
+                 .repartition(partitions, "fetch_partition").localCheckpoint())
 
-    # 2. The fetch list, then the URL leases (the commit point of the segment).
+    # 2. The fetch list, then the URL leases and the screen's marks in one CrawlDB MERGE (the commit
+    #    point of the segment).
     fetchlist_path = crawl.segment(segment_id, "fetchlist")
-    overwrite(fetchlist.repartition(partitions, "fetch_partition"), fetchlist_path)
-    fetchlist = read(spark, fetchlist_path)
-    leased = run_merge(
-        crawldb.alias("t").merge(fetchlist.alias("s"), "t.url = s.url AND t.version = s.version - 1")
-        .whenMatchedUpdate(set={"version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
-    ).get("num_updated_rows", 0)
+    overwrite(fetchlist, fetchlist_path)
     listed, hosts = fetchlist.agg(F.count("*"), F.countDistinct("host_key")).first()
-    if leased != listed:  # another job changed some rows since selection: keep only what we leased
+    changed = _lease_and_mark(crawldb, cfg, fetchlist, refusals, expires, now)
+    leased = listed
+    if changed != listed + marked:  # another job changed some rows since selection: keep only what we leased
         mine = crawldb.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
         overwrite(fetchlist.join(mine, ["url", "version"], "left_semi").localCheckpoint()
                   .repartition(partitions, "fetch_partition"), fetchlist_path)
-        hosts = read(spark, fetchlist_path).select("host_key").distinct().count()
+        leased, hosts = read(spark, fetchlist_path).agg(F.count("*"), F.countDistinct("host_key")).first()
     return {"segment": segment_id, "urls": leased, "hosts": hosts, "partitions": partitions,
             "robots_denied": denied, "excluded": excluded}
+
+
+def _lease_and_mark(crawldb, cfg, fetchlist, refusals, expires, now: datetime) -> int:
+    """One CrawlDB MERGE: the fetch list's URLs leased (version+1, lease_id, lease expiry) and the
+    screen's refused URLs marked (robots_denied / blocked, as the fetcher would), each only where the
+    row is still the version selected. Returns the rows changed."""
+    parts = []
+    if fetchlist is not None:
+        parts.append(fetchlist.select("url", "version", "lease_id", F.lit(None).cast("string").alias("verdict")))
+    if refusals is not None:
+        parts.append(refusals.select("url", "version", F.lit(None).cast("string").alias("lease_id"), "verdict"))
+    source = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    marked = refused_by_generate(cfg, lambda c: f"t.{c}", "s.verdict", sql_timestamp(now))
+    merge = crawldb.alias("t").merge(source.alias("s"), "t.url = s.url AND t.version = s.version - 1")
+    if fetchlist is not None:
+        merge = merge.whenMatchedUpdate(condition="s.verdict IS NULL", set={
+            "version": "s.version", "lease_id": "s.lease_id", "lease_expires_at": expires})
+    if refusals is not None:
+        merge = merge.whenMatchedUpdate(condition="s.verdict IS NOT NULL",
+                                        set={c: marked[c] for c in ("status", "reason", "next_fetch_at")})
+    return run_merge(merge).get("num_updated_rows", 0)
 
 
 def _due(spark, crawl: CrawlDir, hostdb, now: datetime):
@@ -151,10 +181,10 @@ def _with_placement(selected, hostdb, cfg):
             .withColumn("_placement", F.coalesce(F.concat(F.lit("ip:"), address), F.col("_robots_host"))))
 
 
-def _screen(spark, cfg, crawldb, candidates, hostdb, now: datetime):
-    """Drop candidates that an exclusion or the host's fresh cached robots.txt forbid, and mark them
-    (blocked / robots_denied) instead, so such a URL never gets a lease. One row per host crosses
-    into Python, not one per URL."""
+def _screen(spark, cfg, candidates, hostdb, now: datetime):
+    """Split candidates into those an exclusion or the host's fresh cached robots.txt allow, and the
+    refused (url, version, verdict: blocked / robots_denied), which generate marks instead of leasing,
+    so such a URL never gets a lease. One row per host crosses into Python, not one per URL."""
     agent = cfg["http.agent_name"]
     url_filter = UrlFilter.from_config(cfg)
     per_host = (candidates.groupBy("host_key").agg(F.collect_list("url").alias("urls"))
@@ -165,15 +195,11 @@ def _screen(spark, cfg, crawldb, candidates, hostdb, now: datetime):
     verdicts = spark.createDataFrame(per_host.rdd.flatMap(lambda r: screen_candidates(
         r.urls, r.robots_status, r.robots_body, r.fresh, agent, url_filter)), "url string, verdict string")
     verdicts = verdicts.localCheckpoint()
-    refused = candidates.join(verdicts.filter(F.col("verdict").isNotNull()), "url")
+    refused = candidates.join(verdicts.filter(F.col("verdict").isNotNull()), "url").select(
+        "url", "version", "verdict").localCheckpoint()
     counts = {r.verdict: r["count"] for r in refused.groupBy("verdict").count().collect()}
-    if counts:
-        marked = refused_by_generate(cfg, lambda c: f"t.{c}", "s.verdict", sql_timestamp(now))
-        run_merge(crawldb.alias("t")
-                  .merge(refused.alias("s"), "t.url = s.url AND t.version = s.version - 1")
-                  .whenMatchedUpdate(set={c: marked[c] for c in ("status", "reason", "next_fetch_at")}))
     allowed = candidates.join(verdicts.filter(F.col("verdict").isNull()), "url", "left_semi").localCheckpoint()
-    return allowed, counts
+    return allowed, refused, counts
 
 
 class Generate(CrawlJob):

@@ -411,6 +411,21 @@ def test_generate_fills_the_slots_of_urls_its_robots_screen_refuses(spark, cfg, 
     assert sum(status == "robots_denied" for status in statuses.values()) == 10
 
 
+def test_generate_marks_what_its_screen_refuses_even_when_nothing_is_left_to_lease(spark, cfg, tmp_path):
+    from datetime import datetime, timedelta
+
+    crawl = str(tmp_path / "crawl")
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [f"http://a.com/private/p{i}" for i in range(3)])])
+    _write_hostdb(spark, crawl, [{"host_key": "http://a.com", "robots_status": "ok",
+                                  "robots_body": "User-agent: *\nDisallow: /private\n",
+                                  "robots_expires_at": datetime.utcnow() + timedelta(hours=1)}])
+    stats = generate.run(spark, cfg, crawl)
+    assert (stats["segment"], stats["robots_denied"]) == (None, 3)
+    rows = read(spark, CrawlDir(crawl).crawldb).collect()
+    assert {(r.status, r.reason, r.lease_id, r.version) for r in rows} == {("robots_denied", "robots_txt", None, 0)}
+    assert generate.run(spark, cfg, crawl)["robots_denied"] == 0  # marked: no longer due
+
+
 def test_generate_shares_top_n_by_due_urls_up_to_each_hosts_capacity(spark, cfg, tmp_path):
     lines = [f"http://big.com/p{i}" for i in range(40)] + [f"http://s{h}.com/p{i}" for h in range(10) for i in range(2)]
 

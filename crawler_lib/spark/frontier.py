@@ -38,12 +38,11 @@ def select_due(due, hosts, cfg, limit: int):
     largest = max(default_page_cap(cfg), policies.agg(F.max("policy_max_pages")).first()[0] or 0)
     per_host = Window.partitionBy("host_key").orderBy(
         F.col("priority").desc(), F.col("depth").asc(), F.col("next_fetch_at").asc(), F.col("url"))
-    due_per_host = due.groupBy("host_key").agg(F.count("*").alias("_due"))
     return (due.withColumn("_host_rank", F.row_number().over(per_host))
+            .withColumn("_due", F.count("*").over(Window.partitionBy("host_key")))  # same shuffle
             .filter(F.col("_host_rank") <= largest)
             .join(policies, "host_key", "left")
             .filter(F.col("_host_rank") <= capacity(cfg))
-            .join(due_per_host, "host_key")
             .withColumn("_share", (F.col("_host_rank") - 0.5) / F.col("_due"))
             .drop("policy_delay_s", "crawl_delay_s", "policy_max_pages", "_due")
             .orderBy(*segment_order())
