@@ -2,7 +2,7 @@
 
 The decision table is data (`TRANSITIONS`): the first row whose `outcomes`, HTTP status range and
 Location match a result decides. `apply_fetch` reads it in Python; crawler_lib.spark.transitions
-compiles the same rows into Spark Columns (updatedb's MERGE, generate's screen), and a status x
+compiles the same rows into Spark SQL (updatedb's MERGE, generate's screen), and a status x
 outcome matrix test checks that both forms agree on every cell. In short:
 
 | outcome / HTTP status          | status        | next_fetch_at                         | failure_count |
