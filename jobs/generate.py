@@ -117,6 +117,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     listed, hosts = fetchlist.agg(F.count("*"), F.countDistinct("host_key")).first()
     changed = _lease_and_mark(crawldb, cfg, fetchlist, refusals, expires, now)
     leased = listed
+    # Each source row meets at most one CrawlDB row: all were applied exactly when the counts agree.
     if changed != listed + marked:  # another job changed some rows since selection: keep only what we leased
         mine = crawldb.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
         overwrite(fetchlist.join(mine, ["url", "version"], "left_semi").localCheckpoint()
@@ -148,7 +149,7 @@ def _lease_and_mark(crawldb, cfg, fetchlist, refusals, expires, now: datetime) -
 
 
 def _due(spark, crawl: CrawlDir, hostdb, now: datetime):
-    """URLs to fetch now (read afresh: the screen of a round before may have marked some)."""
+    """URLs to fetch now."""
     now_lit = F.lit(now).cast("timestamp_ntz")
     unavailable_hosts = hostdb.filter(
         ((F.col("lease_id").isNotNull()) & (F.col("lease_expires_at") > now_lit))

@@ -92,8 +92,6 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     if "minhash_bands" not in parse.columns:  # parsed before band keys: found by digest and exact tables only
         parse = parse.withColumn("minhash_bands", F.lit(None).cast("array<bigint>"))
     crawldb = crawldb_table(spark, crawl.crawldb)
-    # Most segments hold no sitemap: 2b's MERGE is skipped (a look for one parse row, no shuffle of outlinks).
-    has_sitemaps = not parse.filter(F.col("parse_status") == "sitemap").isEmpty()
 
     # 1. Apply results to the rows this segment leased (the decision table, as SQL).
     leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)
@@ -152,7 +150,11 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                 .select(F.col("link.url").alias("url"), lastmod.cast("timestamp_ntz").alias("lastmod"))
                 .filter(F.col("lastmod").isNotNull()).groupBy("url")
                 .agg(F.least(F.max("lastmod"), now_lit).alias("lastmod")))
-    refreshed = 0 if not has_sitemaps else run_merge(
+    # Most segments hold no sitemap with a lastmod: then the MERGE is skipped (one parse row looked
+    # for, without exploding and shuffling the outlinks).
+    has_lastmod = "lastmod" in link_fields and not parse.filter(
+        (F.col("parse_status") == "sitemap") & F.exists("outlinks", lambda link: link["lastmod"].isNotNull())).isEmpty()
+    refreshed = 0 if not has_lastmod else run_merge(
         crawldb.alias("t").merge(modified.alias("s"), "t.url = s.url")
         .whenMatchedUpdate(condition=f"t.status = '{st.FETCHED}' AND t.lease_id IS NULL AND "
                                      f"t.last_fetch_at < s.lastmod AND t.next_fetch_at > {sql_timestamp(now)}",
