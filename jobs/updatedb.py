@@ -22,7 +22,7 @@ from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas
 from crawler_lib.spark.tables import crawldb_table, ensure_table, is_delta, read, run_merge
-from crawler_lib.spark.transitions import PARSE_COLUMNS, applied_fetch, matching_rule, struct_fields
+from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
@@ -102,10 +102,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                                  F.col("reason").alias("parse_reason")).alias("p"), keys, "left")
               .select(F.struct(*[F.col(f"c.{c}") for c in URL_STATE_COLUMNS]).alias("state"),
                       F.struct("f.*").alias("result"),
-                      F.struct(*[F.col(f"p.{c}") for c in PARSE_COLUMNS]).alias("parse"))
-              .withColumn("_rule", F.expr(matching_rule(struct_fields("result")))))
-    applied = applied_fetch(cfg, struct_fields("state"), struct_fields("result"), struct_fields("parse"), "_rule")
-    updates = joined.selectExpr(*[f"{applied[c]} AS {c}" for c in URL_STATE_COLUMNS])
+                      F.struct(*[F.col(f"p.{c}") for c in PARSE_COLUMNS]).alias("parse")))
+    updates = apply_results(joined, cfg)
 
     # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
     follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]

@@ -1,5 +1,5 @@
 """The decision table's two forms agree on every cell: crawldb.apply_fetch (Python) and
-crawler_lib.spark.transitions.applied_fetch (Spark SQL, what updatedb runs), over every status x
+crawler_lib.spark.transitions.apply_results (Spark SQL, what updatedb runs), over every status x
 outcome (x HTTP status, parse, failure count, priority) combination. Nutch tests its CrawlDbReducer
 the same way (TestCrawlDbStates)."""
 from __future__ import annotations
@@ -73,10 +73,8 @@ def test_the_matrix_reaches_every_status_outcome_and_transition():
 
 @pytest.mark.spark
 def test_python_and_spark_forms_of_the_decision_table_agree_on_every_cell(spark, cfg):
-    from pyspark.sql import functions as F
-
     from crawler_lib.spark import schemas
-    from crawler_lib.spark.transitions import PARSE_COLUMNS, PARSE_FIELDS, applied_fetch, matching_rule, struct_fields
+    from crawler_lib.spark.transitions import PARSE_COLUMNS, PARSE_FIELDS, apply_results
 
     cells = list(_cells())
     rows = [(n, tuple(state[c] for c in URL_STATE_COLUMNS),
@@ -86,9 +84,7 @@ def test_python_and_spark_forms_of_the_decision_table_agree_on_every_cell(spark,
     frame = spark.createDataFrame(rows, f"n int, state struct<{schemas.url_state().simpleString()[7:-1]}>, "
                                         f"result struct<{schemas.fetch_result().simpleString()[7:-1]}>, "
                                         f"parse struct<{PARSE_FIELDS}>")
-    columns = applied_fetch(cfg, struct_fields("state"), struct_fields("result"), struct_fields("parse"), "_rule")
-    frame = frame.withColumn("_rule", F.expr(matching_rule(struct_fields("result"))))
-    by_spark = {r.n: r.asDict() for r in frame.selectExpr("n", *[f"{columns[c]} AS {c}" for c in URL_STATE_COLUMNS]).collect()}
+    by_spark = {r.n: r.asDict() for r in apply_results(frame, cfg, keep=("n",)).collect()}
     disagreements = []
     for n, (state, result, parse) in enumerate(cells):
         expected = apply_fetch(state, result, parse, cfg)

@@ -13,6 +13,8 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Callable
 
+from pyspark.sql import DataFrame
+from pyspark.sql import functions as F
 from pyspark.sql.types import StructType
 
 from crawler_lib import status as st
@@ -149,6 +151,15 @@ def applied_fetch(cfg, state: Fields, result: Fields, parse: Fields, rule: str) 
         whens = [f"WHEN {index} THEN {effect[column]}" for index, effect in enumerate(effects) if column in effect]
         out[column] = f"CASE {rule} {' '.join(whens)} ELSE {state(column)} END" if whens else state(column)
     return out
+
+
+def apply_results(joined: DataFrame, cfg, keep: tuple[str, ...] = ()) -> DataFrame:
+    """Every UrlState column after each row's fetch result (plus the `keep` columns): `joined` holds
+    the structs `state` (UrlState), `result` (FetchResult) and `parse` (PARSE_FIELDS)."""
+    state, result, parse = struct_fields("state"), struct_fields("result"), struct_fields("parse")
+    applied = applied_fetch(cfg, state, result, parse, "_rule")
+    return (joined.withColumn("_rule", F.expr(matching_rule(result)))
+            .selectExpr(*keep, *[f"{applied[c]} AS {c}" for c in URL_STATE_COLUMNS]))
 
 
 def refused_by_generate(cfg, state: Fields, outcome: str, at: str) -> dict[str, str]:
