@@ -154,7 +154,8 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
         "warc_offset": F.lit(None), "warc_length": F.lit(None),
         "simhash_version": F.when(F.col("status") == "fetched", F.lit(fingerprint.VERSION)), "deduped_fetch_at": F.lit(None)}
     schema = schemas.url_state()
-    df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name)).cast(f.dataType).alias(f.name)
+    df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name) if f.name in df.columns
+                      else F.lit(None)).cast(f.dataType).alias(f.name)  # columns added since: null
                      for f in schema.fields])
     properties = CRAWLDB_PROPERTIES if deletion_vectors else {}
     df.write.format("delta").mode("overwrite").options(**properties).save(path)
@@ -166,7 +167,7 @@ def synthetic_segment(spark, crawl, segment_id: str) -> None:
     from pyspark.sql import functions as F
 
     from crawler_lib.schema import FETCH_RESULT, HOST_RESULT, PARSE_RESULT
-    from crawler_lib.spark import schemas
+    from crawler_lib.spark import schemas, segments
     from crawler_lib.spark.tables import overwrite, read
     fetchlist = read(spark, crawl.segment(segment_id, "fetchlist"))
     fetched_at = F.lit(NOW).cast("timestamp_ntz")
@@ -185,11 +186,11 @@ def synthetic_segment(spark, crawl, segment_id: str) -> None:
         return source.select(*[(values[f.name] if f.name in values else
                                 (F.col(f.name) if f.name in source.columns else F.lit(None))).cast(f.dataType)
                                .alias(f.name) for f in schema.fields])
-    overwrite(table(FETCH_RESULT, fetch_values, fetchlist), crawl.segment(segment_id, "fetch"))
-    overwrite(table(PARSE_RESULT, parse_values, fetchlist), crawl.segment(segment_id, "parse"))
     hosts = fetchlist.select("host_key").distinct()
-    overwrite(table(HOST_RESULT, {"next_allowed_at": fetched_at, "consecutive_failures": F.lit(0)}, hosts),
-              crawl.segment(segment_id, "hostupdates"))
+    overwrite(segments.tagged(table(FETCH_RESULT, fetch_values, fetchlist), table(
+        HOST_RESULT, {"next_allowed_at": fetched_at, "consecutive_failures": F.lit(0)}, hosts)),
+        crawl.segment(segment_id, segments.OUTPUT))
+    overwrite(table(PARSE_RESULT, parse_values, fetchlist), crawl.segment(segment_id, "parse"))
 
 
 def one_case(spark, cfg, root: str, total: int, skewed: bool, deletion_vectors: bool = True) -> dict:

@@ -232,10 +232,17 @@ DISCOVERED_PRIORITY = 0.5  # below a default seed (1.0): operator URLs go first,
 def discovered_url_row(url: str, now: datetime, source: str, depth: int, redirect_hops: int,
                        url_filter: UrlFilter, max_redirects: int) -> dict:
     """Row for an outlink or redirect target; trap bounds make it `blocked` (kept, with the reason)."""
+    return new_url_row(url, now, source, DISCOVERED_PRIORITY, depth, redirect_hops,
+                       blocked_reason=discovery_refusal(url, depth, redirect_hops, url_filter, max_redirects))
+
+
+def discovery_refusal(url: str, depth: int, redirect_hops: int, url_filter: UrlFilter,
+                      max_redirects: int) -> Optional[str]:
+    """Why a discovered URL is kept as `blocked` (None: it may be fetched)."""
     reason = url_filter.reason_to_block(url, depth)
     if reason is None and redirect_hops > max_redirects:
         reason = "redirect_hops"
-    return new_url_row(url, now, source, DISCOVERED_PRIORITY, depth, redirect_hops, blocked_reason=reason)
+    return reason
 
 
 def screen_candidates(urls: list[str], robots_status: Optional[str], robots_body: Optional[str],

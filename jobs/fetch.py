@@ -3,12 +3,12 @@
 Partitioning is structural: rows are placed by their `fetch_partition` (a stable hash of the host
 chosen by generate) with an identity partitioner, so a host's URLs are all in one task and that
 task's per-host state is the host's only owner. The job's single Spark action writes
-`segments/<id>/fetch_output` (the commit point); the per-URL results (`fetch`), the host updates
-(`hostupdates`) and the audit log (`<crawl>/fetchlog`, appended once per segment) are derived from
-it. Re-running after the commit point only re-derives; it never fetches again. Before it, each task
-journals what it does under `segments/<id>/journal/` (crawler_lib.journal): a retried task or a
-rerun resumes from there, keeps what the dead attempt answered (its WARC records are referenced) and
-asks nothing twice.
+`segments/<id>/fetch_output` (the commit point: per-URL results, host updates and requests as tagged
+rows, read through crawler_lib.spark.segments); the audit log (`<crawl>/fetchlog`) gets the requests
+appended once per segment. Re-running after the commit point only completes that append; it never
+fetches again. Before it, each task journals what it does under `segments/<id>/journal/`
+(crawler_lib.journal): a retried task or a rerun resumes from there, keeps what the dead attempt
+answered (its WARC records are referenced) and asks nothing twice.
 """
 from __future__ import annotations
 
@@ -18,25 +18,17 @@ from typing import Callable, Optional
 
 from pyspark import TaskContext
 from pyspark.sql import functions as F
-from pyspark.sql.types import StringType, StructField, StructType
 
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.fetcher import fetch_partition
 from crawler_lib.journal import FetchProgress
 from crawler_lib.schema import HOST_RESULT, column_names
-from crawler_lib.spark import schemas
+from crawler_lib.spark import schemas, segments
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
 from jobs.base import CrawlJob, to_stderr, utc_now
 
 HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 POLICY_COLUMNS = ("policy_delay_s", "policy_max_concurrency")  # operator overrides: `crawler host-policy`
-
-
-def output_schema() -> StructType:
-    return StructType([StructField("kind", StringType(), False),
-                       StructField("url_result", schemas.fetch_result()),
-                       StructField("host_result", schemas.host_result()),
-                       StructField("request", schemas.request_log())])
 
 
 def _fetch_task(cfg, segment_id: str, warc_dir: str, journal_dir: str):
@@ -64,11 +56,11 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
-    output_path = crawl.segment(segment_id, "fetch_output")
+    output_path = crawl.segment(segment_id, segments.OUTPUT)
     if not is_delta(spark, crawl.segment(segment_id, "fetchlist")):
         raise CrawlError(f"segment {segment_id} has no fetch list")
     refetched = False
-    if not is_delta(spark, output_path):
+    if not segments.is_fetched(spark, crawl, segment_id):
         refetched = True
         fetchlist = read(spark, crawl.segment(segment_id, "fetchlist"))
         hostdb = ensure_table(spark, crawl.hostdb, schemas.host_state()).toDF()
@@ -86,12 +78,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                                                       crawl.segment(segment_id, "journal"))))
         with FetchProgress(crawl.segment(segment_id, "journal"), f"fetch {segment_id}", total,
                            cfg["fetcher.progress_interval_s"], report or to_stderr):
-            overwrite(spark.createDataFrame(output, output_schema()), output_path)
+            overwrite(spark.createDataFrame(output, segments.output_schema()), output_path)
 
     output = read(spark, output_path)
-    overwrite(output.filter("kind = 'url'").select("url_result.*"), crawl.segment(segment_id, "fetch"))
-    overwrite(output.filter("kind = 'host'").select("host_result.*"), crawl.segment(segment_id, "hostupdates"))
-    requests = output.filter("kind = 'request'").select("request.*")
+    requests = segments.requests(output)
     ensure_table(spark, crawl.fetchlog, schemas.request_log())
     # Appended once per segment: Delta skips a write whose (txnAppId, txnVersion) it has committed,
     # so a rerun adds nothing, and no cycle reads the whole, ever-growing log (as a MERGE would).

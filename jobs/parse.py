@@ -14,8 +14,8 @@ from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.parser import parse_fetch_result
 from crawler_lib.schema import PARSE_RESULT, column_names
-from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import is_delta, overwrite, read
+from crawler_lib.spark import schemas, segments
+from crawler_lib.spark.tables import overwrite, read
 from crawler_lib.warc import RecordReader
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment
 
@@ -35,10 +35,9 @@ def _parse_task(cfg, crawl_root: str):
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None) -> dict:
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
-    fetch_path = crawl.segment(segment_id, "fetch")
-    if not is_delta(spark, fetch_path):
+    if not segments.is_fetched(spark, crawl, segment_id):
         raise CrawlError(f"segment {segment_id} is not fetched yet (run `crawler fetch` first)")
-    fetched = read(spark, fetch_path)
+    fetched = segments.fetch_results(spark, crawl, segment_id)
     # A revisit record stores no payload: parse it from the response record it refers to.
     stored = fetched.filter(F.col("revisit_of").isNull() & F.col("warc_filename").isNotNull()).select(
         F.col("url").alias("revisit_of"), F.col("warc_filename").alias("payload_filename"),

@@ -17,13 +17,14 @@ from pyspark.sql import functions as F
 from pyspark.sql.window import Window
 
 from crawler_lib import status as st
-from crawler_lib.crawldb import FINGERPRINT_FIELDS, NEVER, URL_STATE_COLUMNS, discovered_url_row
+from crawler_lib.crawldb import (DISCOVERED_PRIORITY, FINGERPRINT_FIELDS, NEVER, URL_STATE_COLUMNS, discovery_refusal,
+                                 url_id)
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
-from crawler_lib.spark import schemas
+from crawler_lib.spark import schemas, segments
 from crawler_lib.spark.tables import crawldb_table, ensure_table, is_delta, read, run_merge
-from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results
-from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, normalize
+from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results, new_url_rows
+from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, host_key, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
@@ -32,14 +33,20 @@ KEPT_WHEN_UNKNOWN = ("robots_status", "robots_body", "robots_fetched_at", "robot
                      "robots_redirect_host", "crawl_delay_s", "sitemaps", "ip_address")
 
 
-def _discover_task(cfg, now: datetime):
+DISCOVERED = "url string, url_id string, host_key string, source string, depth int, redirect_hops int, reason string"
+
+
+def _discover_task(cfg):
+    """Only what needs Python (the URL filter, the keys) crosses to and from the Python worker; the
+    rest of the row is SQL (transitions.new_url_rows). Whole rows, 35 columns built, checked and
+    converted per URL, cost ~90 us a URL (~40 now): most of updatedb's time at 1 M new URLs."""
     url_filter = UrlFilter.from_config(cfg)
     max_redirects = cfg["http.max_redirects"]
 
     def run(rows):
-        for row in rows:
-            new = discovered_url_row(row.url, now, row.source, row.depth, row.redirect_hops, url_filter, max_redirects)
-            yield tuple(new[c] for c in URL_STATE_COLUMNS)
+        for url, source, depth, hops in rows:
+            yield (url, url_id(url), host_key(url), source, depth, hops,
+                   discovery_refusal(url, depth, hops, url_filter, max_redirects))
     return run
 
 
@@ -57,16 +64,19 @@ def _normalize_task(max_length: int):
 def _bound_growth(cfg, discovered, crawldb):
     """Trap bounds on growth: a host may know at most limits.max_urls_per_host URLs and one URL shape
     (digits ignored) at most limits.max_urls_per_pattern; new URLs past either are kept as blocked."""
-    fresh = discovered.join(crawldb.select("url"), "url", "left_anti").withColumn("pattern", F.expr(URL_PATTERN_SQL))
-    host_known = crawldb.groupBy("host_key").agg(F.count("*").alias("host_known"))
-    pattern_known = (crawldb.select(F.expr(URL_PATTERN_SQL).alias("pattern"))
-                     .groupBy("pattern").agg(F.count("*").alias("pattern_known")))
+    # The CrawlDB is counted once, by host and URL shape, the shape as its 64-bit hash: at 10 M URLs
+    # ~28 CPU-s, where counting by host and by shape string took ~50 (two shapes of one host sharing a
+    # hash would only share a bound).
+    pattern = F.xxhash64(F.expr(URL_PATTERN_SQL))
+    fresh = discovered.join(crawldb.select("url"), "url", "left_anti").withColumn("pattern", pattern)
+    pattern_known = crawldb.groupBy("host_key", pattern.alias("pattern")).agg(F.count("*").alias("pattern_known"))
+    host_known = pattern_known.groupBy("host_key").agg(F.sum("pattern_known").alias("host_known"))  # same scan
     order = [F.col("depth"), F.col("url")]
-    ranked = (fresh.join(host_known, "host_key", "left").join(pattern_known, "pattern", "left")
+    ranked = (fresh.join(host_known, "host_key", "left").join(pattern_known, ["host_key", "pattern"], "left")
               .withColumn("host_n", F.coalesce("host_known", F.lit(0))
                           + F.row_number().over(Window.partitionBy("host_key").orderBy(*order)))
               .withColumn("pattern_n", F.coalesce("pattern_known", F.lit(0))
-                          + F.row_number().over(Window.partitionBy("pattern").orderBy(*order))))
+                          + F.row_number().over(Window.partitionBy("host_key", "pattern").orderBy(*order))))
     over = (F.when(F.col("host_n") > cfg["limits.max_urls_per_host"], F.lit("host_url_budget"))
             .when(F.col("pattern_n") > cfg["limits.max_urls_per_pattern"], F.lit("pattern_growth")))
     blocked = (F.col("status") == st.UNFETCHED) & over.isNotNull()
@@ -82,10 +92,12 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
-    for part in ("fetch", "parse", "hostupdates"):
-        if not is_delta(spark, crawl.segment(segment_id, part)):
+    for part, present in (("fetch", segments.is_fetched(spark, crawl, segment_id)),
+                          ("parse", is_delta(spark, crawl.segment(segment_id, "parse")))):
+        if not present:
             raise CrawlError(f"segment {segment_id} has no {part} output (run fetch and parse first)")
-    fetch = read(spark, crawl.segment(segment_id, "fetch"))
+    fetch = segments.fetch_results(spark, crawl, segment_id)
+    host_updates = segments.host_updates(spark, crawl, segment_id)
     parse = read(spark, crawl.segment(segment_id, "parse"))
     if "simhash_version" not in parse.columns:  # parsed by an earlier release: its fingerprints are version 1
         parse = parse.withColumn("simhash_version", F.when(F.col("simhash").isNotNull(), F.lit(1)).cast("int"))
@@ -116,7 +128,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                      F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
                      .alias("source"),
                      (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
-    robots_sitemaps = (read(spark, crawl.segment(segment_id, "hostupdates"))  # robots.txt Sitemap: lines
+    robots_sitemaps = (host_updates  # robots.txt Sitemap: lines
                        .select(F.explode("sitemaps").alias("url")))
     sitemaps = (spark.createDataFrame(robots_sitemaps.rdd.mapPartitions(
                     _normalize_task(cfg["limits.max_url_length"])), "url string")
@@ -129,8 +141,9 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     candidates = (links.unionByName(redirects).unionByName(sitemaps)
                   .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
                   .select("url", "c.*"))
-    discovered = _bound_growth(cfg, spark.createDataFrame(
-        candidates.rdd.mapPartitions(_discover_task(cfg, now)), schemas.url_state()), crawldb.toDF())
+    found = spark.createDataFrame(candidates.select("url", "source", "depth", "redirect_hops").rdd
+                                  .mapPartitions(_discover_task(cfg)), DISCOVERED, verifySchema=False)
+    discovered = _bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY), crawldb.toDF())
     # One MERGE (one commit) applies the results and inserts the new URLs.
     source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
     counts = run_merge(
@@ -160,7 +173,6 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
 
     # 3. Hosts: politeness and robots state for the next cycle; release this segment's host leases.
     hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
-    host_updates = read(spark, crawl.segment(segment_id, "hostupdates"))
     values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in KEPT_WHEN_UNKNOWN else F.col(f"s.{c}"))
               for c in HOST_FIELDS}
     release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))

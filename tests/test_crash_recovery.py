@@ -1,7 +1,7 @@
 """At-least-once fetching, exactly-once effects: jobs killed at the dangerous moments, then rerun.
 
 A kill is simulated by removing what the dead job had not committed (Delta's log is the commit
-point): before the fetch output commit, between it and the derived tables, and a lease lost to
+point): before the fetch output commit, between it and the fetchlog append, and a lease lost to
 expiry. After the rerun every URL is fetched or explicitly failed, no CrawlDB row is lost or
 duplicated, no result is applied twice, and a rerun before the fetch commit resumes from the
 segment's fetch journal (what the dead job fetched is not fetched again; its WARC records are kept).
@@ -13,6 +13,7 @@ from delta.tables import DeltaTable
 from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.segments import fetch_results
 from crawler_lib.spark.tables import read
 from crawler_lib.testweb.server import TestWeb
 from jobs import fetch, generate, inject, parse, updatedb
@@ -43,9 +44,8 @@ def test_fetch_killed_before_its_commit_resumes_from_its_journal_and_applies_onc
     crawl = seeded(spark, cfg, web, tmp_path)
     segment = generate.run(spark, cfg, crawl)["segment"]
     fetch.run(spark, cfg, crawl, segment)
-    first_attempt = {r.url: r.warc_filename for r in read(spark, CrawlDir(crawl).segment(segment, "fetch")).collect()}
-    for part in ("fetch_output", "fetch", "hostupdates"):  # the job died before committing
-        shutil.rmtree(CrawlDir(crawl).segment(segment, part))
+    first_attempt = {r.url: r.warc_filename for r in fetch_results(spark, CrawlDir(crawl), segment).collect()}
+    shutil.rmtree(CrawlDir(crawl).segment(segment, "fetch_output"))  # the job died before committing
     requests_before = len(web.log)
     assert fetch.run(spark, cfg, crawl, segment)["fetched_now"] is True
     assert len(web.log) == requests_before  # the journal answered every URL: nothing asked again
@@ -61,16 +61,18 @@ def test_fetch_killed_before_its_commit_resumes_from_its_journal_and_applies_onc
     assert read(spark, CrawlDir(crawl).fetchlog).count() == requests_before  # logged once
 
 
-def test_fetch_killed_after_its_commit_does_not_refetch(spark, cfg, web, tmp_path):
+def test_fetch_killed_after_its_commit_does_not_refetch_and_logs_its_requests_once(spark, cfg, web, tmp_path):
     crawl = seeded(spark, cfg, web, tmp_path)
     segment = generate.run(spark, cfg, crawl)["segment"]
     fetch.run(spark, cfg, crawl, segment)
-    for part in ("fetch", "hostupdates"):  # died after fetch_output, before the derived tables
-        shutil.rmtree(CrawlDir(crawl).segment(segment, part))
+    shutil.rmtree(CrawlDir(crawl).fetchlog)  # died after fetch_output, before the fetchlog append
     requests_before = len(web.log)
     stats = fetch.run(spark, cfg, crawl, segment)
     assert stats["fetched_now"] is False and stats["urls"] == 6
     assert len(web.log) == requests_before
+    assert read(spark, CrawlDir(crawl).fetchlog).count() == requests_before
+    fetch.run(spark, cfg, crawl, segment)
+    assert read(spark, CrawlDir(crawl).fetchlog).count() == requests_before
 
 
 def test_lost_lease_returns_urls_and_the_stale_segment_applies_nothing(spark, cfg, web, tmp_path):
@@ -103,6 +105,6 @@ def test_a_stale_segment_run_late_never_contacts_hosts_another_segment_owns(spar
     stats = fetch.run(spark, cfg, crawl, stale)  # the operator reruns the old segment by mistake
     assert web.log == []
     assert stats["by_outcome"] == {("not_attempted", None): 6}
-    reasons = {r.reason for r in read(spark, CrawlDir(crawl).segment(stale, "fetch")).collect()}
+    reasons = {r.reason for r in fetch_results(spark, CrawlDir(crawl), stale).collect()}
     assert reasons == {"host_lease_lost"}
     assert fetch.run(spark, cfg, crawl, fresh)["by_outcome"][("response", 200)] == 6

@@ -8,6 +8,7 @@ import pytest
 from chispa import assert_df_equality
 
 from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.segments import fetch_results
 from crawler_lib.spark.tables import read
 from crawler_lib.testweb.server import TestWeb
 from crawler_lib.parser import parse_fetch_result
@@ -305,7 +306,7 @@ def test_a_moved_crawl_dir_still_reads_its_warc_records(spark, crawled, tmp_path
     monkeypatch.chdir(tmp_path)
     try:
         copy = CrawlDir(str(moved))  # Spark's JVM keeps its own working directory
-        fetches = [r for s in copy.segment_ids() for r in read(spark, copy.segment(s, "fetch")).collect()
+        fetches = [r for s in copy.segment_ids() for r in fetch_results(spark, copy, s).collect()
                    if r.warc_filename]
         answered = [r for r in crawldb_rows(spark, copy.root).values() if r.http_status is not None]
         assert fetches and answered

@@ -16,6 +16,7 @@ import pytest
 
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir
+from crawler_lib.spark.segments import fetch_results
 from crawler_lib.spark.tables import read
 from crawler_lib.testweb.server import TestWeb
 from crawler_lib.warc import read_response
@@ -75,7 +76,7 @@ def test_gaps_hold_across_the_attempts(killed_and_retried):
 def test_every_url_has_an_answer_and_the_dead_attempts_records_stay_readable(spark, killed_and_retried):
     crawl = CrawlDir(killed_and_retried["crawl"])
     segment = killed_and_retried["result"]["segment"]
-    results = read(spark, crawl.segment(segment, "fetch")).collect()
+    results = fetch_results(spark, crawl, segment).collect()
     assert len(results) == 3 * PAGES == killed_and_retried["result"]["urls"]
     lost = [r for r in results if r.reason == "answer_lost_with_attempt"]
     assert all(r.outcome == st.NOT_ATTEMPTED for r in lost) and len(lost) <= 3  # one in flight per host

@@ -296,7 +296,7 @@ def test_exclusions_take_effect_at_the_next_generate(spark, cfg, tmp_path):
 def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path):
     from datetime import datetime, timedelta
 
-    from crawler_lib.spark import schemas
+    from crawler_lib.spark import schemas, segments
     from crawler_lib.spark.tables import crawldb_table, overwrite
     from jobs import updatedb
 
@@ -324,12 +324,9 @@ def test_sitemap_lastmod_after_our_fetch_makes_the_page_due(spark, cfg, tmp_path
                                      if f.name not in added_since])
     segment_dir = CrawlDir(crawl)
     overwrite(parse_table, segment_dir.segment(segment, "parse"))
-    overwrite(spark.createDataFrame([], schemas.fetch_result()), segment_dir.segment(segment, "fetch"))
     robots = spark.createDataFrame([("http://a.com", ["HTTP://A.com:80/sitemap2.xml", "not a url"])],
                                    "host_key string, sitemaps array<string>")  # as robots.txt wrote them
-    overwrite(robots.select(*[(F.col(f.name) if f.name in robots.columns else F.lit(None)).cast(f.dataType)
-                              .alias(f.name) for f in schemas.host_result().fields]),
-              segment_dir.segment(segment, "hostupdates"))
+    overwrite(segments.tagged(host_results=robots), segment_dir.segment(segment, segments.OUTPUT))
 
     stats = updatedb.run(spark, cfg, crawl, segment, now=now)
     assert (stats["new_urls"], stats["sitemap_refreshed"]) == (2, 2)  # /new, /sitemap2.xml once

@@ -95,3 +95,25 @@ def test_python_and_spark_forms_of_the_decision_table_agree_on_every_cell(spark,
                                   result["http_status"], differing))
     assert not disagreements, f"{len(disagreements)} of {len(cells)} cells differ, e.g. {disagreements[:3]}"
     assert len(by_spark) == len(cells) == 8 * len(STATES) * len(RESULTS) * len(PARSES)
+
+
+@pytest.mark.spark
+def test_new_url_rows_in_spark_are_the_rows_new_url_row_makes(spark, cfg):
+    from crawler_lib.crawldb import DISCOVERED_PRIORITY, discovered_url_row, url_id
+    from crawler_lib.spark import schemas
+    from crawler_lib.spark.transitions import new_url_rows
+    from crawler_lib.urls import UrlFilter, host_key
+
+    url_filter = UrlFilter.from_config(cfg)
+    found = [("http://a.test/p", st.LINK, 1, 0), ("http://a.test:8080/deep", st.LINK, 99, 0),  # max_depth
+             ("http://b.test/next", st.REDIRECT_SOURCE, 1, 99), ("http://127.0.0.1/x", st.SITEMAP, 1, 0)]
+    expected = [discovered_url_row(url, NOW, source, depth, hops, url_filter, cfg["http.max_redirects"])
+                for url, source, depth, hops in found]
+    assert {row["status"] for row in expected} == {st.UNFETCHED, st.BLOCKED}
+    frame = spark.createDataFrame([(url, url_id(url), host_key(url), source, depth, hops, row["reason"])
+                                   for (url, source, depth, hops), row in zip(found, expected)],
+                                  "url string, url_id string, host_key string, source string, depth int, "
+                                  "redirect_hops int, reason string")
+    got = {r.url: r.asDict() for r in new_url_rows(frame, NOW, DISCOVERED_PRIORITY).collect()}
+    assert [got[row["url"]] for row in expected] == expected
+    assert new_url_rows(frame, NOW, DISCOVERED_PRIORITY).schema.simpleString() == schemas.url_state().simpleString()

@@ -19,7 +19,7 @@ from pyspark.sql.types import StructType
 
 from crawler_lib import status as st
 from crawler_lib.crawldb import (CHANGED_FACTOR, FINGERPRINT_FIELDS, NEVER, TRANSITIONS, UNCHANGED_FACTOR,
-                                 URL_STATE_COLUMNS, Transition, recheck_after_s)
+                                 URL_STATE_COLUMNS, Transition, new_url_row, recheck_after_s)
 from crawler_lib.schema import column_names, sql_timestamp
 from crawler_lib.spark import schemas
 
@@ -174,6 +174,26 @@ def refused_by_generate(cfg, state: Fields, outcome: str, at: str) -> dict[str, 
 
     return applied_fetch(cfg, state, result, lambda name: f"CAST(NULL AS {parse_types[name]})",
                          f"({matching_rule(result)})")
+
+
+def new_url_rows(found: DataFrame, now: datetime, priority: float) -> DataFrame:
+    """CrawlDB rows for URLs seen for the first time, as crawldb.new_url_row makes them: `found`
+    gives url, url_id, host_key, source, depth, redirect_hops and the blocking `reason` (NULL: fetchable);
+    every other column is taken from new_url_row's own rows for a fetchable and a blocked URL."""
+    given = set(found.columns)
+    fetchable = new_url_row("http://example.invalid/", now, st.LINK, priority)
+    blocked = new_url_row("http://example.invalid/", now, st.LINK, priority, blocked_reason="blocked")
+    types = {f.name: f.dataType.simpleString() for f in schemas.url_state().fields}
+    columns = []
+    for column in URL_STATE_COLUMNS:
+        if column in given:
+            value = column
+        elif fetchable[column] == blocked[column]:
+            value = literal(fetchable[column])
+        else:
+            value = f"CASE WHEN reason IS NULL THEN {literal(fetchable[column])} ELSE {literal(blocked[column])} END"
+        columns.append(f"CAST({value} AS {types[column]}) AS {column}")
+    return found.selectExpr(*columns)
 
 
 def struct_fields(struct: str) -> Fields:
