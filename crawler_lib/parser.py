@@ -9,12 +9,13 @@ import codecs
 import hashlib
 import re
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Iterable, Iterator, Optional
 
 from selectolax.lexbor import LexborHTMLParser
 
 from crawler_lib.encoding import BodyTooLarge, UndecodableBody, decode_content
 from crawler_lib import fingerprint
+from crawler_lib import status as st
 from crawler_lib.sitemaps import maybe_gunzip, sitemap_entries, sitemap_kind
 from crawler_lib.urls import LinkResolver, UrlRejected
 from crawler_lib.warc import RecordReader, read_response
@@ -189,3 +190,26 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     simhash, bands = fingerprint.fingerprint(parsed.text)
     row.update(simhash=fingerprint.to_signed(simhash), simhash_version=fingerprint.VERSION, minhash_bands=bands)
     return row
+
+
+def parse_fetch_task(results: Iterable[dict], cfg, crawl_root: Optional[str] = None) -> Iterator[dict]:
+    """Parse rows for the per-URL results of one fetch task (all of them: a revisit refers to a
+    response its own task stored): the 2xx responses with a WARC record, read in file order through
+    one reader, a revisit's payload taken from the record it refers to. The fetch task calls this
+    right after fetching (Nutch's fetcher.parse), the parse job over the same groups of rows."""
+    results = list(results)
+    stored = {r["url"]: r for r in results if r.get("warc_filename") and not r.get("revisit_of")}
+    pages = []
+    for result in results:
+        if result["outcome"] != st.RESPONSE or not 200 <= (result["http_status"] or 0) < 300 \
+                or not result.get("warc_filename"):
+            continue
+        payload = stored.get(result.get("revisit_of") or "")
+        pages.append({**result, "payload_filename": payload and payload["warc_filename"],
+                      "payload_offset": payload and payload["warc_offset"],
+                      "payload_length": payload and payload["warc_length"]})
+    pages.sort(key=lambda r: (r["payload_filename"], r["payload_offset"]) if r["payload_filename"]
+               else (r["warc_filename"], r["warc_offset"]))
+    with RecordReader(crawl_root) as reader:
+        for page in pages:
+            yield parse_fetch_result(page, cfg, reader)

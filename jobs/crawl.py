@@ -1,4 +1,6 @@
-"""crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup."""
+"""crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup.
+
+The parse step runs only when the fetch did not parse (`fetcher.parse: false`)."""
 from __future__ import annotations
 
 import sys
@@ -28,7 +30,7 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
             break
         segment = generated["segment"]
         fetched = timer.run("fetch", fetch.run, spark, cfg, crawl_dir, segment, None, report)
-        parsed = timer.run("parse", parse.run, spark, cfg, crawl_dir, segment)
+        parsed = fetched["parsed"] or timer.run("parse", parse.run, spark, cfg, crawl_dir, segment)
         updated = timer.run("updatedb", updatedb.run, spark, cfg, crawl_dir, segment)
         elapsed = sum(timer.seconds.values())
         cycle_stats = {"cycle": cycle, "segment": segment, "generated": generated["urls"],

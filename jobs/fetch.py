@@ -3,8 +3,9 @@
 Partitioning is structural: rows are placed by their `fetch_partition` (a stable hash of the host
 chosen by generate) with an identity partitioner, so a host's URLs are all in one task and that
 task's per-host state is the host's only owner. The job's single Spark action writes
-`segments/<id>/fetch_output` (the commit point: per-URL results, host updates and requests as tagged
-rows, read through crawler_lib.spark.segments); the audit log (`<crawl>/fetchlog`) gets the requests
+`segments/<id>/fetch_output` (the commit point: per-URL results, host updates, requests and, with
+`fetcher.parse`, each task's parses of its own pages as tagged rows, read through
+crawler_lib.spark.segments); the audit log (`<crawl>/fetchlog`) gets the requests
 appended once per segment. Re-running after the commit point only completes that append; it never
 fetches again. Before it, each task journals what it does under `segments/<id>/journal/`
 (crawler_lib.journal): a retried task or a rerun resumes from there, keeps what the dead attempt
@@ -22,6 +23,7 @@ from pyspark.sql import functions as F
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.fetcher import fetch_partition
 from crawler_lib.journal import FetchProgress
+from crawler_lib.parser import parse_fetch_task
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas, segments
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
@@ -31,22 +33,27 @@ HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 POLICY_COLUMNS = ("policy_delay_s", "policy_max_concurrency")  # operator overrides: `crawler host-policy`
 
 
-def _fetch_task(cfg, segment_id: str, warc_dir: str, journal_dir: str):
-    url_fields = schemas.fetch_result().fieldNames()
-    host_fields = schemas.host_result().fieldNames()
-    log_fields = schemas.request_log().fieldNames()
+def _fetch_task(cfg, segment_id: str, crawl: CrawlDir, parse: bool):
+    """Each output row is (kind, one part's tuple, None for the other parts), in PARTS' order."""
+    kinds = [kind for kind in segments.PARTS if parse or kind != "parse"]
+    fields = {kind: schema().fieldNames() for kind, (_column, schema) in segments.PARTS.items()}
+
+    def tagged(kind, out):
+        return (kind, *(tuple(out[f] for f in fields[kind]) if other == kind else None for other in kinds))
 
     def run(partition_id, keyed_rows):
         context = TaskContext.get()
         attempt = context.attemptNumber() if context else 0
         rows = (row.asDict() for _key, row in keyed_rows)
-        for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, warc_dir, attempt, journal_dir):
+        results = []
+        for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, crawl.warc, attempt,
+                                         crawl.segment(segment_id, "journal")):
             if kind == "url":
-                yield (kind, tuple(out[f] for f in url_fields), None, None)
-            elif kind == "host":
-                yield (kind, None, tuple(out[f] for f in host_fields), None)
-            else:
-                yield (kind, None, None, tuple(out[f] for f in log_fields))
+                results.append(out)
+            yield tagged(kind, out)
+        if parse:  # the task's own WARC records, just written (Nutch's fetcher.parse)
+            for out in parse_fetch_task(results, cfg, crawl.root):
+                yield tagged("parse", out)
     return run
 
 
@@ -74,24 +81,34 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         partitions = 1 if last_partition is None else max(1, last_partition + 1)
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)
-                  .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl.warc,
-                                                      crawl.segment(segment_id, "journal"))))
+                  .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl, cfg["fetcher.parse"])))
         with FetchProgress(crawl.segment(segment_id, "journal"), f"fetch {segment_id}", total,
                            cfg["fetcher.progress_interval_s"], report or to_stderr):
-            overwrite(spark.createDataFrame(output, segments.output_schema()), output_path)
+            overwrite(spark.createDataFrame(output, segments.output_schema(cfg["fetcher.parse"])), output_path)
 
     output = read(spark, output_path)
-    requests = segments.requests(output)
+    requests = segments.part(output, "request")
     ensure_table(spark, crawl.fetchlog, schemas.request_log())
     # Appended once per segment: Delta skips a write whose (txnAppId, txnVersion) it has committed,
     # so a rerun adds nothing, and no cycle reads the whole, ever-growing log (as a MERGE would).
     (requests.write.format("delta").mode("append")
      .option("txnAppId", f"fetch {segment_id}").option("txnVersion", 0).save(crawl.fetchlog))
 
-    counts = output.groupBy("kind", "url_result.outcome", "url_result.http_status").count().collect()
+    parsed = segments.parsed_in_fetch(output)
+    parse_columns = [F.col("parse_result.parse_status").alias("parse_status"),
+                     F.size("parse_result.outlinks").alias("outlinks")] if parsed else []
+    counts = (output.select("kind", "url_result.outcome", "url_result.http_status", *parse_columns)
+              .groupBy("kind", "outcome", "http_status", *(["parse_status"] if parsed else []))
+              .agg(F.count("*").alias("count"), *([F.sum("outlinks").alias("outlinks")] if parsed else []))
+              .collect())
     by_outcome = {(r.outcome, r.http_status): r["count"] for r in counts if r.kind == "url"}
-    return {"segment": segment_id, "fetched_now": refetched, "urls": sum(by_outcome.values()),
-            "by_outcome": by_outcome, "requests": sum(r["count"] for r in counts if r.kind == "request")}
+    stats = {"segment": segment_id, "fetched_now": refetched, "urls": sum(by_outcome.values()),
+             "by_outcome": by_outcome, "requests": sum(r["count"] for r in counts if r.kind == "request"),
+             "parsed": None}
+    if parsed:  # what the parse step would report
+        stats["parsed"] = {"by_status": {r.parse_status: r["count"] for r in counts if r.kind == "parse"},
+                           "outlinks": sum(r.outlinks for r in counts if r.kind == "parse")}
+    return stats
 
 
 def describe_outcomes(by_outcome: dict) -> str:
@@ -114,8 +131,10 @@ class Fetch(CrawlJob):
     def execute(cls, spark, cfg, args) -> int:
         stats = run(spark, cfg, args.crawl_dir, args.segment)
         note = "" if stats["fetched_now"] else " (already fetched; results re-derived, nothing refetched)"
+        parsed = stats["parsed"] and " ".join(f"{k}={v}" for k, v in sorted(stats["parsed"]["by_status"].items()))
+        parsed = f"; parsed {parsed or 'nothing'}, {stats['parsed']['outlinks']} outlinks" if stats["parsed"] else ""
         print(f"fetch {stats['segment']}: {stats['urls']} URLs, {stats['requests']} requests: "
-              f"{describe_outcomes(stats['by_outcome'])}{note}")
+              f"{describe_outcomes(stats['by_outcome'])}{parsed}{note}")
         return 0
 
 

@@ -22,7 +22,7 @@ from crawler_lib.crawldb import (DISCOVERED_PRIORITY, FINGERPRINT_FIELDS, NEVER,
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas, segments
-from crawler_lib.spark.tables import crawldb_table, ensure_table, is_delta, read, run_merge
+from crawler_lib.spark.tables import crawldb_table, ensure_table, read, run_merge
 from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results, new_url_rows
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, host_key, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
@@ -92,13 +92,13 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
-    for part, present in (("fetch", segments.is_fetched(spark, crawl, segment_id)),
-                          ("parse", is_delta(spark, crawl.segment(segment_id, "parse")))):
-        if not present:
-            raise CrawlError(f"segment {segment_id} has no {part} output (run fetch and parse first)")
-    fetch = segments.fetch_results(spark, crawl, segment_id)
-    host_updates = segments.host_updates(spark, crawl, segment_id)
-    parse = read(spark, crawl.segment(segment_id, "parse"))
+    if not segments.is_fetched(spark, crawl, segment_id):
+        raise CrawlError(f"segment {segment_id} has no fetch output (run fetch first)")
+    output = segments.output(spark, crawl, segment_id)
+    parse = segments.parses(spark, crawl, segment_id, output)
+    if parse is None:
+        raise CrawlError(f"segment {segment_id} has no parse output (fetched with fetcher.parse off: run parse first)")
+    fetch, host_updates = segments.part(output, "url"), segments.part(output, "host")
     if "simhash_version" not in parse.columns:  # parsed by an earlier release: its fingerprints are version 1
         parse = parse.withColumn("simhash_version", F.when(F.col("simhash").isNotNull(), F.lit(1)).cast("int"))
     if "minhash_bands" not in parse.columns:  # parsed before band keys: found by digest and exact tables only

@@ -108,3 +108,21 @@ def test_a_stale_segment_run_late_never_contacts_hosts_another_segment_owns(spar
     reasons = {r.reason for r in fetch_results(spark, CrawlDir(crawl), stale).collect()}
     assert reasons == {"host_lease_lost"}
     assert fetch.run(spark, cfg, crawl, fresh)["by_outcome"][("response", 200)] == 6
+
+
+def test_with_fetcher_parse_off_updatedb_waits_for_the_parse_step(spark, cfg, web, tmp_path):
+    """The fetch then leaves parsing to the parse step: updatedb refuses the unparsed segment (one
+    line, nothing applied) and applies it once parsed."""
+    from crawler_lib.crawldir import CrawlError
+    from crawler_lib.spark.segments import parses
+
+    cfg = cfg.with_overrides(fetcher__parse=False)
+    crawl = seeded(spark, cfg, web, tmp_path)
+    segment = generate.run(spark, cfg, crawl)["segment"]
+    assert fetch.run(spark, cfg, crawl, segment)["parsed"] is None
+    assert parses(spark, CrawlDir(crawl), segment) is None
+    with pytest.raises(CrawlError, match="no parse output"):
+        updatedb.run(spark, cfg, crawl, segment)
+    stats = parse.run(spark, cfg, crawl, segment)
+    assert stats["parsed_by_fetch"] is False and stats["by_status"] == {"ok": 6}
+    assert updatedb.run(spark, cfg, crawl, segment)["applied"] == 6

@@ -8,8 +8,8 @@ import pytest
 from chispa import assert_df_equality
 
 from crawler_lib.crawldir import CrawlDir
-from crawler_lib.spark.segments import fetch_results
-from crawler_lib.spark.tables import read
+from crawler_lib.spark.segments import fetch_results, parses
+from crawler_lib.spark.tables import is_delta, read
 from crawler_lib.testweb.server import TestWeb
 from crawler_lib.parser import parse_fetch_result
 from crawler_lib.warc import RecordReader, read_response
@@ -143,41 +143,44 @@ def test_rerunning_jobs_on_a_segment_changes_nothing(spark, crawled):
     crawl = CrawlDir(crawled["dir"])
     cfg, web = crawled["cfg"], crawled["web"]
     segment = crawled["cycles"][-1]["segment"]
-    before = {name: read(spark, path).localCheckpoint() for name, path in
-              (("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb), ("fetchlog", crawl.fetchlog),
-               ("parse", crawl.segment(segment, "parse")))}
+    tables = {"crawldb": lambda: read(spark, crawl.crawldb), "hostdb": lambda: read(spark, crawl.hostdb),
+              "fetchlog": lambda: read(spark, crawl.fetchlog), "parse": lambda: parses(spark, crawl, segment)}
+    before = {name: table().localCheckpoint() for name, table in tables.items()}
     requests = len(web.log)
     assert fetch.run(spark, cfg, crawled["dir"], segment)["fetched_now"] is False
-    parse.run(spark, cfg, crawled["dir"], segment)
+    assert parse.run(spark, cfg, crawled["dir"], segment)["parsed_by_fetch"] is True
     for seg in (segment, crawled["cycles"][0]["segment"]):
         assert updatedb.run(spark, cfg, crawled["dir"], seg)["applied"] == 0
     assert len(web.log) == requests
-    for name, path in (("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb), ("fetchlog", crawl.fetchlog),
-                       ("parse", crawl.segment(segment, "parse"))):
-        assert_df_equality(read(spark, path), before[name], ignore_row_order=True, ignore_nullable=True)
+    for name, table in tables.items():
+        assert_df_equality(table(), before[name], ignore_row_order=True, ignore_nullable=True)
 
 
-def test_backfill_over_a_segment_range_changes_nothing(spark, crawled, capsys):
-    """The README's backfill: reparse a range of segments from WARC, re-run updatedb over them."""
+def test_backfill_reparse_over_a_segment_range_finds_what_the_fetch_parsed_and_changes_nothing(spark, crawled, capsys):
+    """The README's backfill: reparse a range of segments from WARC, re-run updatedb over them. The
+    parse job's rows (grouped as the fetch tasks were) are the rows each fetch task parsed."""
     from jobs.parse import Parse
     from jobs.updatedb import UpdateDb
 
     crawl = CrawlDir(crawled["dir"])
     segments = [c["segment"] for c in crawled["cycles"]]
-    tables = [("crawldb", crawl.crawldb), ("hostdb", crawl.hostdb)] + \
-        [(s, crawl.segment(s, "parse")) for s in segments]
-    before = {name: read(spark, path).localCheckpoint() for name, path in tables}
+    assert not any(is_delta(spark, crawl.segment(s, "parse")) for s in segments)  # the fetch parsed them
+    tables = {"crawldb": lambda: read(spark, crawl.crawldb), "hostdb": lambda: read(spark, crawl.hostdb),
+              **{s: (lambda s=s: parses(spark, crawl, s)) for s in segments}}
+    before = {name: table().localCheckpoint() for name, table in tables.items()}
     requests = len(crawled["web"].log)
     capsys.readouterr()
     span = ["--crawl-dir", crawled["dir"], "-D", "security.allow_networks=127.0.0.0/8",
             "--from", segments[0], "--to", segments[-1]]
-    assert Parse.main(span) == 0 and UpdateDb.main(span) == 0
+    assert Parse.main([*span, "--reparse"]) == 0 and UpdateDb.main(span) == 0
     out = capsys.readouterr().out.splitlines()
     assert [line.split(":")[0] for line in out] == [f"parse {s}" for s in segments] + [f"updatedb {s}" for s in segments]
+    assert not any("parsed by its fetch" in line for line in out)
     assert all(" 0 results applied, 0 new URLs, 0 made due" in line for line in out if line.startswith("updatedb"))
+    assert all(is_delta(spark, crawl.segment(s, "parse")) for s in segments)  # the reparse's, read from now on
     assert len(crawled["web"].log) == requests
-    for name, path in tables:
-        assert_df_equality(read(spark, path), before[name], ignore_row_order=True, ignore_nullable=True)
+    for name, table in tables.items():
+        assert_df_equality(table(), before[name], ignore_row_order=True, ignore_nullable=True)
 
 
 NOTEBOOKS = {"crawl_health": 3, "hosts": 1, "freshness": 1, "duplicates": 1, "warc_bytes": 1}  # figures each

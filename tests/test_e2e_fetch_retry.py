@@ -16,7 +16,7 @@ import pytest
 
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir
-from crawler_lib.spark.segments import fetch_results
+from crawler_lib.spark.segments import fetch_results, parses
 from crawler_lib.spark.tables import read
 from crawler_lib.testweb.server import TestWeb
 from crawler_lib.warc import read_response
@@ -88,6 +88,9 @@ def test_every_url_has_an_answer_and_the_dead_attempts_records_stay_readable(spa
     assert len(by_file) >= 2  # records of the killed attempts and of the retries
     for r in fetched:
         assert read_response(r.warc_filename, r.warc_offset, r.warc_length, crawl.root).url == r.url
+    # Every page parsed by the retried task from the WARC records, the dead attempt's included.
+    parsed = {p.url: p.parse_status for p in parses(spark, crawl, segment).collect()}
+    assert parsed == {r.url: "ok" for r in fetched}
 
 
 def test_the_audit_log_holds_every_request_of_every_attempt(spark, killed_and_retried):

@@ -10,11 +10,10 @@ from warcio.archiveiterator import ArchiveIterator
 from crawler_lib import status as st
 from crawler_lib.config import Config
 from crawler_lib.fetcher import fetch_partition
-from crawler_lib.parser import parse_fetch_result
+from crawler_lib.parser import parse_fetch_task
 from crawler_lib.testweb.process import local_test_web, read_log
 from crawler_lib.testweb.server import TestWeb
 from crawler_lib.urls import host_key
-from crawler_lib.warc import RecordReader
 
 ALLOWED = "127.0.0.1/32"  # the hostile host; the bait below lives on 127.0.0.3, outside it
 
@@ -42,8 +41,7 @@ def test_limits_hold_and_memory_stays_bounded(cfg, hostile, tmp_path):
                                "/hostile/links")]
     tracemalloc.start()
     results = fetch(cfg, urls, tmp_path)
-    with RecordReader(str(tmp_path)) as reader:
-        parsed = {url: parse_fetch_result(row, cfg, reader) for url, row in results.items()}
+    parsed = {row["url"]: row for row in parse_fetch_task(results.values(), cfg, str(tmp_path))}
     peak = tracemalloc.get_traced_memory()[1]
     tracemalloc.stop()
     big, bomb = results[host + "/hostile/big"], results[host + "/hostile/bomb"]

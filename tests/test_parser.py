@@ -85,3 +85,33 @@ def test_sitemap_lastmod_pairs_with_its_entry():
     assert len(sitemap_entries(flood)) == MAX_URLS
     unclosed = b"<urlset>" + b"<url>" * 200_000  # linear scan: no entry, no blow-up
     assert sitemap_entries(unclosed) == []
+
+
+def test_a_fetch_tasks_parse_takes_its_2xx_pages_and_a_revisits_payload_from_its_response(tmp_path):
+    from crawler_lib import status as st
+    from crawler_lib.config import Config
+    from crawler_lib.parser import parse_fetch_task
+    from crawler_lib.warc import WarcFileWriter, payload_digest
+
+    writer = WarcFileWriter(str(tmp_path), "seg-00000-task", 10**9, {})
+    body = b'<html><title>T</title><a href="next">n</a></html>'
+    html = [("Content-Type", "text/html")]
+
+    def exchange(path, status, revisit_of=None):
+        location = writer.write_exchange(f"http://a.com{path}", 1_700_000_000.0, "127.0.0.1", f"GET {path}", [],
+                                         "HTTP/1.1", status, "", html, body, False, revisit_of)
+        return {"url": f"http://a.com{path}", "version": 1, "lease_id": "seg", "depth": 2, "outcome": st.RESPONSE,
+                "http_status": status, "revisit_of": revisit_of and revisit_of[0],
+                "warc_filename": location.filename, "warc_offset": location.offset, "warc_length": location.length}
+
+    first = exchange("/a/", 200)
+    copy = exchange("/b/copy", 200, revisit_of=(first["url"], "2023-11-14T22:13:20.000000Z", payload_digest(body)))
+    missing = exchange("/gone", 404)
+    denied = {**missing, "url": "http://a.com/private", "outcome": st.DENIED_BY_ROBOTS, "http_status": None,
+              "warc_filename": None}
+    writer.close()
+    parsed = {p["url"]: p for p in parse_fetch_task([copy, denied, missing, first], Config.load(), None)}
+    assert sorted(parsed) == ["http://a.com/a/", "http://a.com/b/copy"]
+    assert [link["url"] for link in parsed["http://a.com/b/copy"]["outlinks"]] == ["http://a.com/b/next"]
+    assert parsed["http://a.com/b/copy"]["content_digest"] == parsed["http://a.com/a/"]["content_digest"]
+    assert parsed["http://a.com/a/"]["title"] == "T" and parsed["http://a.com/a/"]["depth"] == 2
