@@ -72,11 +72,10 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
             F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"),
             "_robots_host", "_share"
         ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-        candidates, refused_now, counts = _screen(spark, cfg, candidates, hostdb_table.toDF(), now)
+        candidates, refused_now, allowed, counts = _screen(spark, cfg, candidates, hostdb_table.toDF(), now)
         refused.update(counts)
         if counts:
             refusals = refused_now if refusals is None else refusals.unionByName(refused_now).localCheckpoint()
-        allowed = candidates.count()
         screened = allowed + sum(counts.values())
         if not counts or allowed >= top_n or screened < limit:
             break
@@ -185,7 +184,8 @@ def _with_placement(selected, hostdb, cfg):
 def _screen(spark, cfg, candidates, hostdb, now: datetime):
     """Split candidates into those an exclusion or the host's fresh cached robots.txt allow, and the
     refused (url, version, verdict: blocked / robots_denied), which generate marks instead of leasing,
-    so such a URL never gets a lease. One row per host crosses into Python, not one per URL."""
+    so such a URL never gets a lease; with the number allowed and the refused by verdict. One row per
+    host crosses into Python, not one per URL."""
     agent = cfg["http.agent_name"]
     url_filter = UrlFilter.from_config(cfg)
     per_host = (candidates.groupBy("host_key").agg(F.collect_list("url").alias("urls"))
@@ -195,12 +195,11 @@ def _screen(spark, cfg, candidates, hostdb, now: datetime):
                                                 F.lit(False))))
     verdicts = spark.createDataFrame(per_host.rdd.flatMap(lambda r: screen_candidates(
         r.urls, r.robots_status, r.robots_body, r.fresh, agent, url_filter)), "url string, verdict string")
-    verdicts = verdicts.localCheckpoint()
-    refused = candidates.join(verdicts.filter(F.col("verdict").isNotNull()), "url").select(
-        "url", "version", "verdict").localCheckpoint()
-    counts = {r.verdict: r["count"] for r in refused.groupBy("verdict").count().collect()}
-    allowed = candidates.join(verdicts.filter(F.col("verdict").isNull()), "url", "left_semi").localCheckpoint()
-    return allowed, refused, counts
+    screened = candidates.join(verdicts, "url").localCheckpoint()  # one job: the verdicts, frozen
+    counts = {r.verdict: r["count"] for r in screened.groupBy("verdict").count().collect()}
+    allowed = screened.filter(F.col("verdict").isNull()).drop("verdict")
+    refused = screened.filter(F.col("verdict").isNotNull()).select("url", "version", "verdict")
+    return allowed, refused, counts.pop(None, 0), counts
 
 
 class Generate(CrawlJob):
