@@ -5,7 +5,8 @@ version (`(url, version, lease_id)` match); applying clears the lease, so a seco
 to apply. New URLs (outlinks and redirect targets) are inserted only when absent (MERGE on the
 normalized URL, the unique key); both happen in one CrawlDB MERGE (the applied URLs are in the CrawlDB,
 the new ones are not, so no row meets two source rows). Host updates apply only if no newer segment
-already updated the host. Each MERGE is idempotent on its own, so a crash between them is mended by a rerun.
+already updated the host. Each MERGE is idempotent on its own, so a crash between them is mended by a
+rerun (the HostDB's runs beside the CrawlDB's: on small segments a MERGE is mostly driver time).
 """
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ from crawler_lib.crawldb import (DISCOVERED_PRIORITY, FINGERPRINT_FIELDS, NEVER,
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas, segments
-from crawler_lib.spark.tables import crawldb_table, ensure_table, read, run_merge
+from crawler_lib.spark.tables import crawldb_table, ensure_table, in_background, read, run_merge
 from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results, new_url_rows
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, host_key, normalize
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
@@ -105,91 +106,95 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         parse = parse.withColumn("minhash_bands", F.lit(None).cast("array<bigint>"))
     crawldb = crawldb_table(spark, crawl.crawldb)
 
-    # 1. Apply results to the rows this segment leased (the decision table, as SQL).
-    leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)
-    keys = ["url", "version", "lease_id"]
-    joined = (leased.alias("c")
-              .join(fetch.alias("f"), keys)
-              .join(parse.select(*keys, *FINGERPRINT_FIELDS, "parse_status",
-                                 F.col("reason").alias("parse_reason")).alias("p"), keys, "left")
-              .select(F.struct(*[F.col(f"c.{c}") for c in URL_STATE_COLUMNS]).alias("state"),
-                      F.struct("f.*").alias("result"),
-                      F.struct(*[F.col(f"p.{c}") for c in PARSE_COLUMNS]).alias("parse")))
-    updates = apply_results(joined, cfg)
+    # Hosts: politeness and robots state for the next cycle; release this segment's host leases.
+    # Another table than the CrawlDB's MERGEs (steps 1-2b), so it runs beside them.
+    def update_hosts():
+        hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
+        values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in KEPT_WHEN_UNKNOWN else F.col(f"s.{c}"))
+                  for c in HOST_FIELDS}
+        release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
+        (hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
+         .whenMatchedUpdate(
+             condition=f"t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}'",
+             set={**values, "updated_by_segment": F.lit(segment_id),
+                  "lease_id": release.otherwise(F.col("t.lease_id")),
+                  "lease_expires_at": release.otherwise(F.col("t.lease_expires_at"))})
+         .whenMatchedUpdate(condition=f"t.lease_id = '{segment_id}'",  # an update older than the host's
+                            set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
+         .whenNotMatchedInsert(values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
+                                       "updated_by_segment": F.lit(segment_id)})
+         # Hosts this segment leased but sent no update for (nothing fetched): their leases end too.
+         .whenNotMatchedBySourceUpdate(condition=f"t.lease_id = '{segment_id}'",
+                                       set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
+         .execute())
+    with in_background(update_hosts):
+        # 1. Apply results to the rows this segment leased (the decision table, as SQL).
+        leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)
+        keys = ["url", "version", "lease_id"]
+        joined = (leased.alias("c")
+                  .join(fetch.alias("f"), keys)
+                  .join(parse.select(*keys, *FINGERPRINT_FIELDS, "parse_status",
+                                     F.col("reason").alias("parse_reason")).alias("p"), keys, "left")
+                  .select(F.struct(*[F.col(f"c.{c}") for c in URL_STATE_COLUMNS]).alias("state"),
+                          F.struct("f.*").alias("result"),
+                          F.struct(*[F.col(f"p.{c}") for c in PARSE_COLUMNS]).alias("parse")))
+        updates = apply_results(joined, cfg)
 
-    # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
-    follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
-    link_fields = parse.schema["outlinks"].dataType.elementType.fieldNames()
-    lastmod = F.col("link.lastmod") if "lastmod" in link_fields else F.lit(None)  # segments parsed before lastmod
-    links = (parse.filter(~F.col("nofollow"))
-             .select(F.col("depth"), "parse_status", F.explode("outlinks").alias("link"))
-             .filter(F.lit(follow_rel_nofollow) | ~F.col("link.nofollow"))
-             .select(F.col("link.url").alias("url"),
-                     F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
-                     .alias("source"),
-                     (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
-    robots_sitemaps = (host_updates  # robots.txt Sitemap: lines
-                       .select(F.explode("sitemaps").alias("url")))
-    sitemaps = (spark.createDataFrame(robots_sitemaps.rdd.mapPartitions(
-                    _normalize_task(cfg["limits.max_url_length"])), "url string")
-                .select("url", F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
-                        F.lit(0).alias("redirect_hops")))
-    redirects = (fetch.filter(F.col("redirect_to").isNotNull())
-                 .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
-                         "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
-    # One candidate per (normalized) URL: the shallowest, then fewest hops, then source; an aggregation.
-    candidates = (links.unionByName(redirects).unionByName(sitemaps)
-                  .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
-                  .select("url", "c.*"))
-    found = spark.createDataFrame(candidates.select("url", "source", "depth", "redirect_hops").rdd
-                                  .mapPartitions(_discover_task(cfg)), DISCOVERED, verifySchema=False)
-    discovered = _bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY), crawldb.toDF())
-    # One MERGE (one commit) applies the results and inserts the new URLs.
-    source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
-    counts = run_merge(
-        crawldb.alias("t").merge(source.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(condition=f"NOT s._new AND t.version = s.version AND t.lease_id = '{segment_id}'",
-                           set={c: f"s.{c}" for c in URL_STATE_COLUMNS})
-        .whenNotMatchedInsert(condition="s._new", values={c: f"s.{c}" for c in URL_STATE_COLUMNS}))
-    applied, inserted = counts.get("num_updated_rows", 0), counts.get("num_inserted_rows", 0)
+        # 2. New URLs: outlinks of parsed pages and redirect targets, inserted only when absent.
+        follow_rel_nofollow = cfg["parser.follow_rel_nofollow"]
+        link_fields = parse.schema["outlinks"].dataType.elementType.fieldNames()
+        lastmod = F.col("link.lastmod") if "lastmod" in link_fields else F.lit(None)  # segments parsed before lastmod
+        links = (parse.filter(~F.col("nofollow"))
+                 .select(F.col("depth"), "parse_status", F.explode("outlinks").alias("link"))
+                 .filter(F.lit(follow_rel_nofollow) | ~F.col("link.nofollow"))
+                 .select(F.col("link.url").alias("url"),
+                         F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
+                         .alias("source"),
+                         (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
+        robots_sitemaps = (host_updates  # robots.txt Sitemap: lines
+                           .select(F.explode("sitemaps").alias("url")))
+        sitemaps = (spark.createDataFrame(robots_sitemaps.rdd.mapPartitions(
+                        _normalize_task(cfg["limits.max_url_length"])), "url string")
+                    .select("url", F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
+                            F.lit(0).alias("redirect_hops")))
+        redirects = (fetch.filter(F.col("redirect_to").isNotNull())
+                     .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
+                             "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
+        # One candidate per (normalized) URL: the shallowest, then fewest hops, then source; an aggregation.
+        candidates = (links.unionByName(redirects).unionByName(sitemaps)
+                      .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
+                      .select("url", "c.*"))
+        found = spark.createDataFrame(candidates.select("url", "source", "depth", "redirect_hops").rdd
+                                      .mapPartitions(_discover_task(cfg)), DISCOVERED, verifySchema=False)
+        discovered = _bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY), crawldb.toDF())
+        # One MERGE (one commit) applies the results and inserts the new URLs.
+        source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
+        counts = run_merge(
+            crawldb.alias("t").merge(source.alias("s"), "t.url = s.url")
+            .whenMatchedUpdate(condition=f"NOT s._new AND t.version = s.version AND t.lease_id = '{segment_id}'",
+                               set={c: f"s.{c}" for c in URL_STATE_COLUMNS})
+            .whenNotMatchedInsert(condition="s._new", values={c: f"s.{c}" for c in URL_STATE_COLUMNS}))
+        applied, inserted = counts.get("num_updated_rows", 0), counts.get("num_inserted_rows", 0)
 
-    # 2b. A sitemap <lastmod> after our last fetch makes a page due now (never later than planned,
-    #     never a leased or blocked row; a lastmod in the future counts as now).
-    now_lit = F.lit(now).cast("timestamp_ntz")
-    modified = (parse.filter(F.col("parse_status") == "sitemap")
-                .select(F.explode("outlinks").alias("link"))
-                .select(F.col("link.url").alias("url"), lastmod.cast("timestamp_ntz").alias("lastmod"))
-                .filter(F.col("lastmod").isNotNull()).groupBy("url")
-                .agg(F.least(F.max("lastmod"), now_lit).alias("lastmod")))
-    # Most segments hold no sitemap with a lastmod: then the MERGE is skipped (one parse row looked
-    # for, without exploding and shuffling the outlinks).
-    has_lastmod = "lastmod" in link_fields and not parse.filter(
-        (F.col("parse_status") == "sitemap") & F.exists("outlinks", lambda link: link["lastmod"].isNotNull())).isEmpty()
-    refreshed = 0 if not has_lastmod else run_merge(
-        crawldb.alias("t").merge(modified.alias("s"), "t.url = s.url")
-        .whenMatchedUpdate(condition=f"t.status = '{st.FETCHED}' AND t.lease_id IS NULL AND "
-                                     f"t.last_fetch_at < s.lastmod AND t.next_fetch_at > {sql_timestamp(now)}",
-                           set={"next_fetch_at": now_lit})).get("num_updated_rows", 0)
+        # 2b. A sitemap <lastmod> after our last fetch makes a page due now (never later than planned,
+        #     never a leased or blocked row; a lastmod in the future counts as now).
+        now_lit = F.lit(now).cast("timestamp_ntz")
+        modified = (parse.filter(F.col("parse_status") == "sitemap")
+                    .select(F.explode("outlinks").alias("link"))
+                    .select(F.col("link.url").alias("url"), lastmod.cast("timestamp_ntz").alias("lastmod"))
+                    .filter(F.col("lastmod").isNotNull()).groupBy("url")
+                    .agg(F.least(F.max("lastmod"), now_lit).alias("lastmod")))
+        # Most segments hold no sitemap with a lastmod: then the MERGE is skipped (one parse row looked
+        # for, without exploding and shuffling the outlinks).
+        has_lastmod = "lastmod" in link_fields and not parse.filter(
+            (F.col("parse_status") == "sitemap")
+            & F.exists("outlinks", lambda link: link["lastmod"].isNotNull())).isEmpty()
+        refreshed = 0 if not has_lastmod else run_merge(
+            crawldb.alias("t").merge(modified.alias("s"), "t.url = s.url")
+            .whenMatchedUpdate(condition=f"t.status = '{st.FETCHED}' AND t.lease_id IS NULL AND "
+                                         f"t.last_fetch_at < s.lastmod AND t.next_fetch_at > {sql_timestamp(now)}",
+                               set={"next_fetch_at": now_lit})).get("num_updated_rows", 0)
 
-    # 3. Hosts: politeness and robots state for the next cycle; release this segment's host leases.
-    hostdb_table = ensure_table(spark, crawl.hostdb, schemas.host_state())
-    values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in KEPT_WHEN_UNKNOWN else F.col(f"s.{c}"))
-              for c in HOST_FIELDS}
-    release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
-    (hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
-     .whenMatchedUpdate(
-         condition=f"t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}'",
-         set={**values, "updated_by_segment": F.lit(segment_id),
-              "lease_id": release.otherwise(F.col("t.lease_id")),
-              "lease_expires_at": release.otherwise(F.col("t.lease_expires_at"))})
-     .whenMatchedUpdate(condition=f"t.lease_id = '{segment_id}'",  # an update older than the host's
-                        set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
-     .whenNotMatchedInsert(values={"host_key": "s.host_key", **{c: F.col(f"s.{c}") for c in HOST_FIELDS},
-                                   "updated_by_segment": F.lit(segment_id)})
-     # Hosts this segment leased but sent no update for (nothing fetched): their leases end too.
-     .whenNotMatchedBySourceUpdate(condition=f"t.lease_id = '{segment_id}'",
-                                   set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
-     .execute())
     return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed}
 
 

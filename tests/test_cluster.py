@@ -178,14 +178,14 @@ def test_warc_files_on_s3_and_every_pointer_read_back(crawled):
 
 
 def test_reruns_and_a_range_backfill_change_nothing(crawled):
-    """fetch and dedup again on the DAG's segment, then parse + updatedb again over every segment (a
-    backfill, which reruns them on the DAG's segment too): the dump and the test web's log stay as they were."""
+    """fetch and dedup again on the DAG's segment, then parse --reparse + updatedb again over every segment
+    (a backfill, which reruns them on the DAG's segment too): the dump and the test web's log stay as they were."""
     crawled.crawler("rerun fetch", "fetch", "--crawl-dir", crawled.crawl_dir, "--segment", crawled.segment)
     crawled.crawler("rerun dedup", "dedup", "--crawl-dir", crawled.crawl_dir)
     segments = CrawlDir(crawled.crawl_dir).segment_ids()
     assert len(segments) == 3 and segments[-1] == crawled.segment
-    for step in ("parse", "updatedb"):
-        crawled.crawler(f"backfill {step}", step, "--crawl-dir", crawled.crawl_dir, "--from", segments[0],
+    for step, *options in (("parse", "--reparse"), ("updatedb",)):  # the fetch parsed: parse again from WARC
+        crawled.crawler(f"backfill {step}", step, *options, "--crawl-dir", crawled.crawl_dir, "--from", segments[0],
                         "--to", segments[-1])
     assert len(crawled.web.log) == crawled.requests
     assert crawled.dump("dump after reruns") == crawled.after_cycles

@@ -5,9 +5,11 @@ commit exists, never half.
 """
 from __future__ import annotations
 
-from typing import Mapping, Optional
+from contextlib import contextmanager
+from typing import Callable, Iterator, Mapping, Optional
 
 from delta.tables import DeltaTable
+from pyspark import InheritableThread
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import StructType
 
@@ -19,6 +21,30 @@ from crawler_lib.spark import schemas
 # appended to, where they only add Spark jobs: a 200-URL cycle ran 232 jobs with them on every table,
 # 168 with them on none.
 CRAWLDB_PROPERTIES = {"delta.enableDeletionVectors": "true"}
+
+
+@contextmanager
+def in_background(work: Callable[[], object]) -> Iterator[None]:
+    """Run `work` (Spark jobs on other tables than the block's) in a thread of its own while the
+    `with` block runs; leaving the block waits for it and raises its error (the block's own first).
+    On small tables a Delta MERGE is mostly driver time (planning, log replay, commit): two on
+    different tables overlap. The thread keeps the caller's job group (InheritableThread), so the
+    step's jobs stay counted as its own."""
+    failure: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            work()
+        except BaseException as exc:  # re-raised in the caller's thread
+            failure.append(exc)
+    thread = InheritableThread(target=run, name="crawler-background-commit")
+    thread.start()
+    try:
+        yield
+    finally:
+        thread.join()
+    if failure:
+        raise failure[0]
 
 
 def is_delta(spark: SparkSession, path: str) -> bool:
