@@ -64,8 +64,10 @@ def crawled(spark, tmp_path_factory):
         *(site(VHOST_ADDRESS, b"User-agent: *\nDisallow: /private/\n", DELAY_S, name=name) for name in VHOSTS),
     ]
     with Nginx(root / "nginx", sites, port, ip_rate_per_minute=round(60 / IP_DELAY_S)) as server:
+        # With Spark's code generation, as a large CrawlDB runs (the other tests' crawl dirs are small,
+        # so their steps run interpreted: spark.interpreted_below_bytes).
         cfg = Config.load(overrides={**TEST_SETTINGS, "politeness.default_delay_s": DELAY_S,
-                                     "politeness.ip_delay_s": IP_DELAY_S,
+                                     "politeness.ip_delay_s": IP_DELAY_S, "spark.interpreted_below_bytes": 0,
                                      "http.resolve": {name: VHOST_ADDRESS for name in VHOSTS}})
         seeds = root / "seeds.txt"
         seeds.write_text("".join(server.url(s) + "\n" for s in sites))

@@ -43,6 +43,29 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
     assert priorities == {"http://a.com/x": 2.5, "http://c.com/": 9.0}
 
 
+def test_a_step_runs_interpreted_while_the_crawldb_is_small_and_compiled_once_it_is_large(spark, cfg, tmp_path):
+    from crawler_lib.spark.session import INTERPRETED_SETTINGS, sized_to_crawldb
+    from crawler_lib.spark.tables import size_bytes
+
+    crawl = str(tmp_path / "crawl")
+    seen = []
+
+    @sized_to_crawldb
+    def step(spark, cfg, crawl_dir):
+        seen.append({key: spark.conf.get(key) for key in INTERPRETED_SETTINGS})
+
+    before = {key: spark.conf.get(key) for key in INTERPRETED_SETTINGS}
+    assert before == {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
+    step(spark, cfg, crawl)  # no CrawlDB yet: 0 bytes
+    inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", ["http://a.com/"])])
+    size = size_bytes(spark, CrawlDir(crawl).crawldb)
+    assert size > 0
+    step(spark, cfg.with_overrides(spark__interpreted_below_bytes=size), crawl)
+    step(spark, cfg.with_overrides(spark__interpreted_below_bytes=size + 1), crawl)
+    assert seen == [INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS]
+    assert {key: spark.conf.get(key) for key in INTERPRETED_SETTINGS} == before  # the session's own, after
+
+
 def test_only_the_crawldb_has_deletion_vectors(spark, cfg, tmp_path):
     """Its MERGEs touch rows in every file (without them each rewrites the table); on the small or
     wholly written tables they only add Spark jobs."""

@@ -8,6 +8,7 @@ Speculation is always off: a speculative copy of a fetch task would be a second 
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sys
@@ -17,7 +18,9 @@ from typing import Mapping, Optional
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
+from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.jars import delta_coordinates
+from crawler_lib.spark.tables import size_bytes
 
 log = logging.getLogger("crawler.spark")
 
@@ -52,6 +55,11 @@ LOCAL_SETTINGS = {
     "spark.driver.extraJavaOptions": "-XX:Tier4InvocationThreshold=50000 -XX:Tier4MinInvocationThreshold=20000 "
                                      "-XX:Tier4CompileThreshold=60000 -XX:Tier4BackEdgeThreshold=400000",
 }
+
+# Spark without code generation: operators and expressions evaluated as they are, none compiled to Java
+# (Janino) and then by the JVM's JIT. On a small CrawlDB a cycle's queries each touch a few thousand rows
+# and the compiling costs more than it saves (spark.interpreted_below_bytes).
+INTERPRETED_SETTINGS = {"spark.sql.codegen.wholeStage": "false", "spark.sql.codegen.factoryMode": "NO_CODEGEN"}
 
 
 def delta_jars() -> list[str]:
@@ -146,3 +154,33 @@ def get_spark(app_name: str, cfg: Optional[Mapping] = None,
     if spark.conf.get("spark.speculation", "false").lower() == "true":
         raise RuntimeError("spark.speculation must be false: a speculative fetch task breaks politeness")
     return spark
+
+
+@contextlib.contextmanager
+def execution_sized_to(spark: SparkSession, cfg: Mapping, data_bytes: int):
+    """The block runs interpreted (INTERPRETED_SETTINGS) when `data_bytes` is below
+    spark.interpreted_below_bytes; the session's own values come back after it. A setting given to
+    the session (spark.conf, spark-submit) is left as it is."""
+    given = spark.sparkContext.getConf()
+    interpreted = data_bytes < cfg["spark.interpreted_below_bytes"]
+    settings = {key: value for key, value in INTERPRETED_SETTINGS.items()
+                if interpreted and not given.contains(key)}
+    previous = {key: spark.conf.get(key) for key in settings}
+    for key, value in settings.items():
+        spark.conf.set(key, value)
+    try:
+        yield
+    finally:
+        for key, value in previous.items():
+            spark.conf.set(key, value)
+
+
+def sized_to_crawldb(step):
+    """Decorates a step's `run(spark, cfg, crawl_dir, ...)`: it runs interpreted or with code
+    generation by the size of the crawl dir's CrawlDB as it starts (every caller alike: the CLI,
+    `crawl`, notebooks, tests)."""
+    @functools.wraps(step)
+    def run(spark, cfg, crawl_dir, *args, **kwargs):
+        with execution_sized_to(spark, cfg, size_bytes(spark, CrawlDir(crawl_dir).crawldb)):
+            return step(spark, cfg, crawl_dir, *args, **kwargs)
+    return run

@@ -51,6 +51,13 @@ def is_delta(spark: SparkSession, path: str) -> bool:
     return DeltaTable.isDeltaTable(spark, path)
 
 
+def size_bytes(spark: SparkSession, path: str) -> int:
+    """Bytes of the table's current data files, from its Delta log; 0 when there is no table."""
+    if not is_delta(spark, path):
+        return 0
+    return int(DeltaTable.forPath(spark, path).detail().first()["sizeInBytes"] or 0)
+
+
 def read(spark: SparkSession, path: str) -> DataFrame:
     return spark.read.format("delta").load(path)
 
