@@ -153,22 +153,28 @@ class PartitionFetcher:
 
     async def _run_all(self) -> None:
         async with self.transport:
+            fetch_done = asyncio.Event()
             checkpoints = None if self.journal.appends or not self.journal.enabled else \
-                asyncio.ensure_future(self._checkpoints())
+                asyncio.ensure_future(self._checkpoints(fetch_done))
             try:
                 await asyncio.gather(*(self._run_host(host) for host in self.hosts.values()))
             finally:
                 if checkpoints:
-                    checkpoints.cancel()
+                    fetch_done.set()
+                    await checkpoints
 
-    async def _checkpoints(self) -> None:
+    async def _checkpoints(self, fetch_done: asyncio.Event) -> None:
         """Object stores: every journal interval, close the WARC file (so what it holds is durable),
-        then write the journal lines that point into it."""
+        then write the journal lines that point into it. Stopped by `fetch_done`, never cancelled:
+        cancelling would drop a checkpoint still queued behind a WARC write, and the lines it took
+        with it (a rerun then fetched their URLs again, seen in CI on SeaweedFS)."""
         loop = asyncio.get_running_loop()
         while True:
-            await asyncio.sleep(self.cfg["fetcher.journal_interval_s"])
-            # Taken and handed to the writer thread in one step: when the fetch ends (and this task is
-            # cancelled) during the checkpoint, the thread still writes them before the task closes.
+            try:
+                await asyncio.wait_for(fetch_done.wait(), self.cfg["fetcher.journal_interval_s"])
+                return  # the lines still buffered are written when the journal closes
+            except asyncio.TimeoutError:
+                pass
             await loop.run_in_executor(self.writer_thread, self._checkpoint, self.journal.take_buffer())
 
     def _checkpoint(self, lines: list[str]) -> None:

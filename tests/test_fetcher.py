@@ -361,27 +361,39 @@ def test_on_an_object_store_the_journal_is_written_in_parts_after_the_warc_file_
 
 def test_lines_a_checkpoint_took_reach_the_journal_when_the_fetch_ends_during_it(cfg, test_web, tmp_path,
                                                                                  monkeypatch):
-    """A checkpoint takes its lines while the last record is being written, and the fetch ends while
-    the checkpoint closes the WARC file (an S3 upload): the lines must still be written, or a rerun
-    fetches their URLs again (seen in CI on SeaweedFS)."""
+    """A checkpoint takes its lines and queues behind the WARC writes still under way, and the fetch
+    ends before the writer thread reaches it: the lines must still be written, or a rerun fetches
+    their URLs again (seen in CI on SeaweedFS)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from crawler_lib.fetcher import PartitionFetcher
     from crawler_lib.warc import WarcFileWriter
 
-    write, close = WarcFileWriter.write_exchange, WarcFileWriter.close
+    class LingeringWriter(ThreadPoolExecutor):
+        """After each job, the thread lingers before taking the next one from its queue."""
+
+        def submit(self, fn, *args, **kwargs):
+            future = super().submit(fn, *args, **kwargs)
+            super().submit(time.sleep, 0.3)
+            return future
+
+    write = WarcFileWriter.write_exchange
 
     def slow_write(self, *args, **kwargs):
-        time.sleep(0.5)
+        time.sleep(0.3)
         return write(self, *args, **kwargs)
 
-    def slow_close(self):
-        time.sleep(0.3)
-        close(self)
-
     monkeypatch.setattr(WarcFileWriter, "write_exchange", slow_write)
-    monkeypatch.setattr(WarcFileWriter, "close", slow_close)
     root = f"memory://journal-race-{tmp_path.name}"
-    often = cfg.with_overrides(fetcher__journal_interval_s=0.6)
+    often = cfg.with_overrides(fetcher__journal_interval_s=0.1)
     urls = [test_web.host_keys[0] + f"/page/{i}" for i in range(3)]
-    list(fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 0, f"{root}/journal"))
+    first = PartitionFetcher(often, "seg", 0, f"{root}/warc", 0, warc_executor=LingeringWriter(max_workers=1),
+                             journal_dir=f"{root}/journal").run(rows_for(urls))
     test_web.log.clear()
-    list(fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 1, f"{root}/journal"))
+    again = list(fetch_partition(rows_for(urls), often, "seg", 0, f"{root}/warc", 1, f"{root}/journal"))
     assert test_web.log == []
+
+    def outcomes(rows):
+        return sorted((row["url"], row["outcome"], row.get("reason")) for kind, row in rows if kind == "url")
+
+    assert outcomes(again) == outcomes(first) == [(url, st.RESPONSE, None) for url in urls]
