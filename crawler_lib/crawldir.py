@@ -26,6 +26,12 @@ def fresh_fs(url: str):
     return fs, path
 
 
+def bytes_under(url: str) -> int:
+    """Bytes of the file at `url`, or of every file under it; 0 when there is nothing there."""
+    fs, path = fresh_fs(url)
+    return int(fs.du(path)) if fs.exists(path) else 0
+
+
 def warc_pointer(filename: str) -> str:
     """How a WARC file is named in the tables: relative to the crawl dir (`warc/<file>`), so a crawl dir
     that is moved, copied or read from another working directory or machine still resolves."""

@@ -26,12 +26,12 @@ from pyspark.sql import functions as F
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.dedup import current_fingerprint, duplicate_decisions
-from crawler_lib.spark.session import sized_to_crawldb
+from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, run_merge
 from jobs.base import CrawlJob
 
 
-@sized_to_crawldb
+@sized_to_inputs
 def run(spark, cfg, crawl_dir: str) -> dict:
     crawl = CrawlDir(crawl_dir).require()
     table = crawldb_table(spark, crawl.crawldb)

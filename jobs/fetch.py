@@ -26,7 +26,7 @@ from crawler_lib.journal import FetchProgress
 from crawler_lib.parser import parse_fetch_task
 from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas, segments
-from crawler_lib.spark.session import sized_to_crawldb
+from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
 from jobs.base import CrawlJob, to_stderr, utc_now
 
@@ -58,7 +58,7 @@ def _fetch_task(cfg, segment_id: str, crawl: CrawlDir, parse: bool):
     return run
 
 
-@sized_to_crawldb
+@sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
         report: Optional[Callable[[str], None]] = None) -> dict:
     """`report` takes the progress lines while the fetch runs (default: stderr)."""

@@ -30,7 +30,7 @@ from crawler_lib.crawldb import screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.schema import sql_timestamp
 from crawler_lib.spark import frontier, schemas
-from crawler_lib.spark.session import sized_to_crawldb
+from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, ensure_table, overwrite, read, run_merge
 from crawler_lib.spark.transitions import refused_by_generate
 from crawler_lib.urls import HOST_KEY_IP_REGEX, HOST_KEY_NAME_REGEX, UrlFilter
@@ -45,7 +45,7 @@ def fetch_partitions(spark, cfg) -> int:
     return cfg["fetcher.partitions"] or spark.sparkContext.defaultParallelism
 
 
-@sized_to_crawldb
+@sized_to_inputs
 def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[datetime] = None) -> dict:
     """Returns {"segment": id or None, "urls", "hosts", "partitions", "robots_denied", "excluded"}."""
     now = now or utc_now()

@@ -12,7 +12,7 @@ from crawler_lib.crawldb import new_url_row
 from crawler_lib.crawldir import CrawlDir, CrawlError, fresh_fs
 from crawler_lib.seeds import BadSeedLine, parse_seed_line
 from crawler_lib.spark import schemas
-from crawler_lib.spark.session import sized_to_crawldb
+from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, run_merge
 from crawler_lib.urls import UrlFilter
 from jobs.base import CrawlJob, utc_now
@@ -50,7 +50,7 @@ def check_seed_files(seed_files: list[str]) -> None:
             raise CrawlError(f"cannot read seed file {path}: {exc.strerror or exc}") from None
 
 
-@sized_to_crawldb
+@sized_to_inputs
 def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None = None,
         due_now: bool = False) -> dict:
     """Insert new URLs; raise known URLs' priority; with `due_now`, also make known URLs due now (an

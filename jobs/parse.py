@@ -16,7 +16,7 @@ from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.parser import parse_fetch_task
 from crawler_lib.schema import PARSE_RESULT, column_names
 from crawler_lib.spark import schemas, segments
-from crawler_lib.spark.session import sized_to_crawldb
+from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import overwrite, read
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment
 
@@ -30,7 +30,7 @@ def _parse_task(cfg, crawl_root: str):
     return run
 
 
-@sized_to_crawldb
+@sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, reparse: bool = False) -> dict:
     """`reparse`: parse from WARC even when the fetch parsed the segment (`fetcher.parse`)."""
     crawl = CrawlDir(crawl_dir).require()

@@ -23,7 +23,7 @@ from crawler_lib.crawldb import (DISCOVERED_PRIORITY, FINGERPRINT_FIELDS, NEVER,
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import schemas, segments
-from crawler_lib.spark.session import sized_to_crawldb
+from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, ensure_table, in_background, read, run_merge
 from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results, new_url_rows
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, host_key, normalize
@@ -90,7 +90,7 @@ def _bound_growth(cfg, discovered, crawldb):
             .select(*URL_STATE_COLUMNS))
 
 
-@sized_to_crawldb
+@sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None) -> dict:
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()

@@ -1,4 +1,6 @@
 """Spark tests of inject and generate on small CrawlDBs (one shared session, chispa)."""
+import os
+
 import pytest
 from chispa import assert_df_equality
 from pyspark.sql import functions as F
@@ -43,27 +45,49 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
     assert priorities == {"http://a.com/x": 2.5, "http://c.com/": 9.0}
 
 
-def test_a_step_runs_interpreted_while_the_crawldb_is_small_and_compiled_once_it_is_large(spark, cfg, tmp_path):
-    from crawler_lib.spark.session import INTERPRETED_SETTINGS, sized_to_crawldb
+def test_a_step_runs_interpreted_while_what_it_works_on_is_small_and_compiled_once_it_is_large(spark, cfg, tmp_path):
+    """Its size: the CrawlDB's, plus the segment's files (updatedb of a million new URLs over a small
+    CrawlDB took twice as long interpreted) or the seed files'."""
+    from crawler_lib.spark.session import INTERPRETED_SETTINGS, sized_to_inputs
     from crawler_lib.spark.tables import size_bytes
 
     crawl = str(tmp_path / "crawl")
     seen = []
 
-    @sized_to_crawldb
-    def step(spark, cfg, crawl_dir):
+    @sized_to_inputs
+    def over_segment(spark, cfg, crawl_dir, segment_id=None):
         seen.append({key: spark.conf.get(key) for key in INTERPRETED_SETTINGS})
+
+    @sized_to_inputs
+    def seeding(spark, cfg, crawl_dir, seed_files):
+        seen.append({key: spark.conf.get(key) for key in INTERPRETED_SETTINGS})
+
+    def below(threshold):
+        return cfg.with_overrides(spark__interpreted_below_bytes=threshold)
 
     before = {key: spark.conf.get(key) for key in INTERPRETED_SETTINGS}
     assert before == {"spark.sql.codegen.wholeStage": "true", "spark.sql.codegen.factoryMode": "FALLBACK"}
-    step(spark, cfg, crawl)  # no CrawlDB yet: 0 bytes
+    over_segment(spark, cfg, crawl)  # no CrawlDB, no segment yet: 0 bytes
     inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", ["http://a.com/"])])
     size = size_bytes(spark, CrawlDir(crawl).crawldb)
     assert size > 0
-    step(spark, cfg.with_overrides(spark__interpreted_below_bytes=size), crawl)
-    step(spark, cfg.with_overrides(spark__interpreted_below_bytes=size + 1), crawl)
+    over_segment(spark, below(size), crawl)
+    over_segment(spark, below(size + 1), crawl)
     assert seen == [INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS]
     assert {key: spark.conf.get(key) for key in INTERPRETED_SETTINGS} == before  # the session's own, after
+
+    seen.clear()
+    output = tmp_path / "crawl" / "segments" / "20261204000000-abcdef" / "output"
+    output.mkdir(parents=True)
+    (output / "part-00000.parquet").write_bytes(b"x" * 1000)
+    over_segment(spark, below(size + 1000), crawl)  # the newest segment, as the steps take it
+    over_segment(spark, below(size + 1001), crawl, "20261204000000-abcdef")
+    over_segment(spark, below(size + 1000), crawl, segment_id="20261204000000-abcdef")
+    over_segment(spark, below(size + 1), crawl, "20261204000000-unknown")  # the step reports it
+    seeds = write_seeds(tmp_path / "many.txt", [f"http://a.com/{i}" for i in range(100)])
+    seeding(spark, below(size + os.path.getsize(seeds)), crawl, [seeds])
+    seeding(spark, below(size + os.path.getsize(seeds) + 1), crawl, [seeds])
+    assert seen == [before, INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS]
 
 
 def test_only_the_crawldb_has_deletion_vectors(spark, cfg, tmp_path):

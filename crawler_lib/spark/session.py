@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import inspect
 import logging
 import os
 import sys
@@ -18,7 +19,7 @@ from typing import Mapping, Optional
 from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
-from crawler_lib.crawldir import CrawlDir
+from crawler_lib.crawldir import CrawlDir, CrawlError, bytes_under
 from crawler_lib.spark.jars import delta_coordinates
 from crawler_lib.spark.tables import size_bytes
 
@@ -163,6 +164,7 @@ def execution_sized_to(spark: SparkSession, cfg: Mapping, data_bytes: int):
     the session (spark.conf, spark-submit) is left as it is."""
     given = spark.sparkContext.getConf()
     interpreted = data_bytes < cfg["spark.interpreted_below_bytes"]
+    log.debug("%d bytes of input: %s", data_bytes, "interpreted" if interpreted else "code generation")
     settings = {key: value for key, value in INTERPRETED_SETTINGS.items()
                 if interpreted and not given.contains(key)}
     previous = {key: spark.conf.get(key) for key in settings}
@@ -175,12 +177,32 @@ def execution_sized_to(spark: SparkSession, cfg: Mapping, data_bytes: int):
             spark.conf.set(key, value)
 
 
-def sized_to_crawldb(step):
+def step_input_bytes(spark: SparkSession, crawl_dir: str, arguments: Mapping) -> int:
+    """What a step works on, in bytes: the CrawlDB's files (from its Delta log), plus the files of the
+    segment it reads (`segment_id`: its fetch list, fetch output, parse) or of its seed files (inject).
+    A large segment over a small CrawlDB still makes a large step (updatedb of a million new URLs)."""
+    crawl = CrawlDir(crawl_dir)
+    total = size_bytes(spark, crawl.crawldb)
+    if "segment_id" in arguments:
+        try:
+            total += bytes_under(f"{crawl.segments}/{crawl.resolve_segment(arguments['segment_id'])}")
+        except CrawlError:
+            pass  # no such segment: the step says so itself
+    for seeds in arguments.get("seed_files") or ():
+        total += bytes_under(str(seeds))
+    return total
+
+
+def sized_to_inputs(step):
     """Decorates a step's `run(spark, cfg, crawl_dir, ...)`: it runs interpreted or with code
-    generation by the size of the crawl dir's CrawlDB as it starts (every caller alike: the CLI,
-    `crawl`, notebooks, tests)."""
+    generation by the size of what it works on as it starts (step_input_bytes), every caller alike:
+    the CLI, `crawl`, notebooks, tests."""
+    signature = inspect.signature(step)
+
     @functools.wraps(step)
     def run(spark, cfg, crawl_dir, *args, **kwargs):
-        with execution_sized_to(spark, cfg, size_bytes(spark, CrawlDir(crawl_dir).crawldb)):
+        bound = signature.bind(spark, cfg, crawl_dir, *args, **kwargs)
+        bound.apply_defaults()
+        with execution_sized_to(spark, cfg, step_input_bytes(spark, crawl_dir, bound.arguments)):
             return step(spark, cfg, crawl_dir, *args, **kwargs)
     return run
