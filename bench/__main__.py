@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from importlib.metadata import version
 
-from bench import crawldb_s3, cycle_cost, dedup, fetch, parse, politeness, whole_crawl
+from bench import crawldb_s3, cycle_cost, dedup, fetch, jvm_start, parse, politeness, whole_crawl
 from crawler_lib.config import Config
 
 
@@ -111,6 +111,7 @@ def main() -> int:
     deduped = in_own_process("bench.dedup")  # the corpus ROC, dedup at 1 M fetched pages
     crawled = whole_crawl.main()
     cycles = cycle_cost.main()
+    started = jvm_start.main()
     lines = [
         "# Benchmarks", "",
         f"Written by `make bench` on {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC. Machine: {machine()}.",
@@ -153,6 +154,7 @@ def main() -> int:
         "## Whole crawl side by side with Scrapy, and cycle overhead", "",
         *whole_crawl_lines(crawled), "",
         "## A cycle's fixed cost", "", *cycle_cost.lines(cycles), "",
+        "## A step's JVM start-up, with the class archive", "", *jvm_start.lines(started), "",
         "## CrawlDB at scale", "", *crawldb_lines(stored), "",
         "## CrawlDB on S3 against local disk", "", *crawldb_s3.lines(on_s3), ""]
     with open("BENCHMARKS.md", "w", encoding="utf-8") as handle:

@@ -20,6 +20,7 @@ from pyspark import SparkConf, SparkContext
 from pyspark.sql import SparkSession
 
 from crawler_lib.crawldir import CrawlDir, CrawlError, bytes_under
+from crawler_lib.spark import class_archive
 from crawler_lib.spark.jars import delta_coordinates
 from crawler_lib.spark.tables import size_bytes
 
@@ -140,6 +141,13 @@ def get_spark(app_name: str, cfg: Optional[Mapping] = None,
     (returns with `spark._crawler_log` = the path, or None when the JVM was already running)."""
     settings = session_settings(cfg, overrides)
     launcher = _launcher_conf()
+    if launcher is None and SparkContext._gateway is None and settings["spark.master"].startswith("local"):
+        archive = class_archive.java_options(
+            cfg["spark.class_archive_dir"] if cfg else "",
+            [settings.get("spark.jars", ""), settings.get("spark.driver.extraClassPath", "")])
+        if archive:
+            options = settings.get("spark.driver.extraJavaOptions", "")
+            settings["spark.driver.extraJavaOptions"] = f"{options} {archive}".strip()
     builder = SparkSession.builder.appName(app_name)
     for key, value in settings.items():
         if launcher is not None and launcher.contains(key):
