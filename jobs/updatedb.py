@@ -7,6 +7,8 @@ normalized URL, the unique key); both happen in one CrawlDB MERGE (the applied U
 the new ones are not, so no row meets two source rows). Host updates apply only if no newer segment
 already updated the host. Each MERGE is idempotent on its own, so a crash between them is mended by a
 rerun (the HostDB's runs beside the CrawlDB's: on small segments a MERGE is mostly driver time).
+A segment parsed again by the parse job (`parse --reparse`, e.g. after a fingerprint upgrade) also
+gives its fingerprints to the pages whose rows still hold its capture.
 """
 from __future__ import annotations
 
@@ -98,7 +100,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
     if not segments.is_fetched(spark, crawl, segment_id):
         raise CrawlError(f"segment {segment_id} has no fetch output (run fetch first)")
     output = segments.output(spark, crawl, segment_id)
-    parse = segments.parses(spark, crawl, segment_id, output)
+    parse_table = segments.parse_table(spark, crawl, segment_id)
+    parse = parse_table if parse_table is not None else segments.parses(spark, crawl, segment_id, output)
     if parse is None:
         raise CrawlError(f"segment {segment_id} has no parse output (fetched with fetcher.parse off: run parse first)")
     fetch, host_updates = segments.part(output, "url"), segments.part(output, "host")
@@ -197,7 +200,32 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                                          f"t.last_fetch_at < s.lastmod AND t.next_fetch_at > {sql_timestamp(now)}",
                                set={"next_fetch_at": now_lit})).get("num_updated_rows", 0)
 
-    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed}
+        # 2c. A parse job's fingerprints (`parse --reparse` after a fingerprint upgrade) reach pages
+        #     whose rows still hold this segment's capture; in a cycle there is none left to change.
+        refingerprinted = 0 if parse_table is None else _refingerprint(crawldb, parse, fetch)
+
+    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed,
+            "fingerprints_refreshed": refingerprinted}
+
+
+def _refingerprint(crawldb, parse, fetch) -> int:
+    """Sets the parse's fingerprints on each CrawlDB row whose capture is the one parsed (same version,
+    WARC record) where they differ, and clears its `deduped_fetch_at` so that dedup compares the page
+    again; only rows that differ are written (looked for first: a rerun finds none and commits
+    nothing). Returns the rows changed."""
+    capture = ["url", "version", "warc_filename", "warc_offset"]
+    reparsed = (parse.filter(F.col("content_digest").isNotNull()).select("url", "version", *FINGERPRINT_FIELDS)
+                .join(fetch.select(*capture), ["url", "version"]))
+    differs = " OR ".join(f"NOT (t.{c} <=> s.{c})" for c in FINGERPRINT_FIELDS)
+    stale = (crawldb.toDF().alias("t").join(reparsed.alias("s"), [F.col(f"t.{c}") == F.col(f"s.{c}") for c in capture])
+             .filter(F.expr(differs)).select("s.*").localCheckpoint())
+    if stale.isEmpty():
+        return 0
+    return run_merge(
+        crawldb.alias("t").merge(stale.alias("s"), " AND ".join(f"t.{c} = s.{c}" for c in capture))
+        .whenMatchedUpdate(condition=differs, set={**{c: f"s.{c}" for c in FINGERPRINT_FIELDS},
+                                                   "deduped_fetch_at": "CAST(NULL AS TIMESTAMP_NTZ)"})
+    ).get("num_updated_rows", 0)
 
 
 def status_mix(spark, crawl_dir: str) -> dict:
@@ -220,7 +248,8 @@ class UpdateDb(CrawlJob):
             stats = run(spark, cfg, args.crawl_dir, segment)
             mix = " ".join(f"{k}={v}" for k, v in sorted(status_mix(spark, args.crawl_dir).items()))
             print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs, "
-                  f"{stats['sitemap_refreshed']} made due by sitemap lastmod; crawldb: {mix}", flush=True)
+                  f"{stats['sitemap_refreshed']} made due by sitemap lastmod, {stats['fingerprints_refreshed']} "
+                  f"fingerprints refreshed; crawldb: {mix}", flush=True)
         for_each_segment(args, cls.name, update_one)
         return 0
 

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 from chispa import assert_df_equality
+from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.segments import fetch_results, parses
@@ -181,6 +182,49 @@ def test_backfill_reparse_over_a_segment_range_finds_what_the_fetch_parsed_and_c
     assert len(crawled["web"].log) == requests
     for name, table in tables.items():
         assert_df_equality(table(), before[name], ignore_row_order=True, ignore_nullable=True)
+
+
+def test_a_reparse_refreshes_old_fingerprints_where_rows_still_hold_its_capture(spark, crawled, tmp_path):
+    """After a fingerprint upgrade: rows fingerprinted by an older release take the reparse's
+    fingerprints in updatedb and are compared by dedup again; a row leased since keeps its own; a
+    rerun changes nothing."""
+    from delta.tables import DeltaTable
+
+    from crawler_lib import fingerprint
+    from jobs import dedup
+
+    shutil.copytree(crawled["dir"], tmp_path / "crawl")
+    crawl, cfg = CrawlDir(str(tmp_path / "crawl")), crawled["cfg"]
+    segments = [c["segment"] for c in crawled["cycles"]]
+    for segment in segments:
+        parse.run(spark, cfg, crawl.root, segment, reparse=True)
+    current = crawldb_rows(spark, crawl.root)
+    fingerprinted = sorted(u for u, r in current.items() if r.simhash is not None)
+    leased_since = next(u for u in fingerprinted if "/page/0" not in u)  # not one dedup is checked on below
+    others = [u for u in fingerprinted if u != leased_since]
+    table = DeltaTable.forPath(spark, crawl.crawldb)
+    table.update("simhash IS NOT NULL", {"simhash": "simhash ^ 1", "simhash_version": "1",  # an older release's
+                                         "minhash_bands": "CAST(NULL AS ARRAY<BIGINT>)"})
+    table.update(F.col("url") == leased_since, {"version": "version + 1", "lease_id": "'a-later-segment'"})
+
+    refreshed = sum(updatedb.run(spark, cfg, crawl.root, s)["fingerprints_refreshed"] for s in segments)
+    rows = crawldb_rows(spark, crawl.root)
+    assert refreshed == len(others)
+    for url in others:
+        assert rows[url].simhash == current[url].simhash and rows[url].simhash_version == fingerprint.VERSION
+        assert rows[url].minhash_bands == current[url].minhash_bands and rows[url].deduped_fetch_at is None
+    assert (rows[leased_since].simhash_version, rows[leased_since].simhash) == (1, current[leased_since].simhash ^ 1)
+
+    before = read(spark, crawl.crawldb).localCheckpoint()
+    version = table.history(1).first()["version"]
+    assert sum(updatedb.run(spark, cfg, crawl.root, s)["fingerprints_refreshed"] for s in segments) == 0
+    assert_df_equality(read(spark, crawl.crawldb), before, ignore_row_order=True, ignore_nullable=True)
+    assert table.history(1).first()["version"] == version  # nothing committed
+    dedup.run(spark, cfg, crawl.root)
+    rows = crawldb_rows(spark, crawl.root)
+    for host in crawled["web"].host_keys:
+        assert rows[host + "/page/0/near"].duplicate_of == host + "/page/0"
+    assert all(rows[u].deduped_fetch_at == rows[u].last_fetch_at for u in others)
 
 
 NOTEBOOKS = {"crawl_health": 3, "hosts": 1, "freshness": 1, "duplicates": 1, "warc_bytes": 1}  # figures each

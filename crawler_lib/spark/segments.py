@@ -53,12 +53,19 @@ def parsed_in_fetch(fetch_output: DataFrame) -> bool:
     return PARTS["parse"][0] in fetch_output.columns
 
 
+def parse_table(spark: SparkSession, crawl: CrawlDir, segment_id: str) -> Optional[DataFrame]:
+    """The parse job's table, when it wrote one (the fetch did not parse, or `parse --reparse`)."""
+    path = crawl.segment(segment_id, PARSE)
+    return read(spark, path) if is_delta(spark, path) else None
+
+
 def parses(spark: SparkSession, crawl: CrawlDir, segment_id: str,
            fetch_output: Optional[DataFrame] = None) -> Optional[DataFrame]:
     """The segment's parse rows: the parse job's table when it wrote one (it re-parses from WARC, as
     after a parser upgrade), else those the fetch made; None when neither parsed it."""
-    if is_delta(spark, crawl.segment(segment_id, PARSE)):
-        return read(spark, crawl.segment(segment_id, PARSE))
+    table = parse_table(spark, crawl, segment_id)
+    if table is not None:
+        return table
     fetch_output = fetch_output if fetch_output is not None else output(spark, crawl, segment_id)
     return part(fetch_output, "parse") if parsed_in_fetch(fetch_output) else None
 
