@@ -305,7 +305,7 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
 
     from crawler_lib.crawldb import new_url_row
     from crawler_lib.spark import schemas
-    from jobs.updatedb import _bound_growth
+    from crawler_lib.spark.discovery import bound_growth
 
     now = datetime(2026, 1, 1)
     known = [new_url_row("http://cal.test/cal/2000/1", now, "link")]
@@ -317,7 +317,7 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
              "http://10.0.0.1:8080/cal/2000/1", "http://10.0.0.2:8080/cal/2000/1"]  # have their own patterns
     new += [new_url_row(url, now, "link") for url in twins]
     bounded = cfg.with_overrides(limits__max_urls_per_pattern=1, limits__max_urls_per_host=3)
-    result = _bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()),
+    result = bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()),
                            spark.createDataFrame(known, schemas.url_state()))
     verdicts = {r.url: (r.status, r.reason) for r in result.collect()}
     assert verdicts == {
