@@ -272,25 +272,24 @@ class UrlFilter:
         """None when the URL may be fetched, else the reason it is blocked."""
         if self.excluded(normalized_url):
             return "excluded"
-        refusal = self._address_refusal(normalized_url)
+        parts = urlsplit(normalized_url)
+        refusal = self._address_refusal(parts.hostname or "")
         if refusal:
             return refusal
-        query = urlsplit(normalized_url).query
-        if query and len([p for p in query.split("&") if p]) > self.max_query_params:
+        if parts.query and len([p for p in parts.query.split("&") if p]) > self.max_query_params:
             return "too_many_query_params"
         if depth > self.max_depth:
             return "max_depth"
-        if _repeats(urlsplit(normalized_url).path) > self.max_repeated_segments:
+        if _repeats(parts.path) > self.max_repeated_segments:
             return "repeating_path_segments"
         return None
 
-
-    def _address_refusal(self, normalized_url: str) -> Optional[str]:
+    def _address_refusal(self, host: str) -> Optional[str]:
         """An IP-literal host is judged by the SSRF guard at once, no DNS needed (normalization made
-        every IPv4 spelling a dotted quad); named hosts are judged at connect time."""
-        if self.guard is None:
+        every IPv4 spelling a dotted quad, which ends in a digit; an IPv6 literal holds a colon);
+        named hosts are judged at connect time."""
+        if self.guard is None or (":" not in host and not host[-1:].isdigit()):
             return None
-        host = urlsplit(normalized_url).hostname or ""
         try:
             ipaddress.ip_address(host)
         except ValueError:

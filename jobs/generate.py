@@ -30,6 +30,7 @@ from crawler_lib.crawldb import screen_candidates
 from crawler_lib.crawldir import CrawlDir, new_segment_id
 from crawler_lib.schema import sql_timestamp
 from crawler_lib.spark import frontier, schemas
+from crawler_lib.spark.rowtasks import in_python
 from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, ensure_table, overwrite, read, run_merge
 from crawler_lib.spark.transitions import refused_by_generate
@@ -74,7 +75,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
             F.pmod(F.xxhash64("_placement"), F.lit(partitions)).cast("int").alias("fetch_partition"),
             "_robots_host", "_share"
         ).localCheckpoint()  # freeze the selection: every step below must see the same rows
-        candidates, refused_now, allowed, counts = _screen(spark, cfg, candidates, hostdb_table.toDF(), now)
+        candidates, refused_now, allowed, counts = _screen(cfg, candidates, hostdb_table.toDF(), now)
         refused.update(counts)
         if counts:
             refusals = refused_now if refusals is None else refusals.unionByName(refused_now).localCheckpoint()
@@ -183,7 +184,7 @@ def _with_placement(selected, hostdb, cfg):
             .withColumn("_placement", F.coalesce(F.concat(F.lit("ip:"), address), F.col("_robots_host"))))
 
 
-def _screen(spark, cfg, candidates, hostdb, now: datetime):
+def _screen(cfg, candidates, hostdb, now: datetime):
     """Split candidates into those an exclusion or the host's fresh cached robots.txt allow, and the
     refused (url, version, verdict: blocked / robots_denied), which generate marks instead of leasing,
     so such a URL never gets a lease; with the number allowed and the refused by verdict. One row per
@@ -195,8 +196,11 @@ def _screen(spark, cfg, candidates, hostdb, now: datetime):
                       "host_key", "left")
                 .withColumn("fresh", F.coalesce(F.col("robots_expires_at") > F.lit(now).cast("timestamp_ntz"),
                                                 F.lit(False))))
-    verdicts = spark.createDataFrame(per_host.rdd.flatMap(lambda r: screen_candidates(
-        r.urls, r.robots_status, r.robots_body, r.fresh, agent, url_filter)), "url string, verdict string")
+    def screen_hosts(hosts):
+        for urls, robots_status, robots_body, fresh in hosts:
+            yield from screen_candidates(urls, robots_status, robots_body, fresh, agent, url_filter)
+    verdicts = in_python(per_host.select("urls", "robots_status", "robots_body", "fresh"), screen_hosts,
+                         "url string, verdict string")
     screened = candidates.join(verdicts, "url").localCheckpoint()  # one job: the verdicts, frozen
     counts = {r.verdict: r["count"] for r in screened.groupBy("verdict").count().collect()}
     allowed = screened.filter(F.col("verdict").isNull()).drop("verdict")

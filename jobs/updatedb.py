@@ -89,7 +89,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
 
         # 2. New URLs: outlinks of parsed pages, redirect targets and robots.txt sitemaps, inserted only
         #    when absent.
-        discovered = discovery.new_urls(spark, cfg, parse, fetch, host_updates, crawldb.toDF(), now)
+        discovered = discovery.new_urls(cfg, parse, fetch, host_updates, crawldb.toDF(), now)
         # One MERGE (one commit) applies the results and inserts the new URLs.
         source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
         counts = run_merge(

@@ -328,6 +328,23 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
         **{url: ("unfetched", None) for url in twins}}
 
 
+def test_discovery_keys_and_refuses_urls_in_python_over_arrow_batches(spark, cfg):
+    from crawler_lib.crawldb import url_id
+    from crawler_lib.spark.discovery import DISCOVERED, _discover_task, _normalize_task
+    from crawler_lib.spark.rowtasks import in_python
+
+    found = spark.createDataFrame([("http://a.test/x", "link", 2, 0), ("http://a.test/y?q=1", "redirect", 1, 9)],
+                                  "url string, source string, depth int, redirect_hops int")
+    expected = spark.createDataFrame([
+        ("http://a.test/x", url_id("http://a.test/x"), "http://a.test", "link", 2, 0, None),
+        ("http://a.test/y?q=1", url_id("http://a.test/y?q=1"), "http://a.test", "redirect", 1, 9, "redirect_hops")],
+        DISCOVERED)
+    assert_df_equality(in_python(found, _discover_task(cfg), DISCOVERED), expected, ignore_row_order=True)
+    # robots.txt Sitemap: values: normalized, the unusable ones dropped (a batch may yield no row at all)
+    written = spark.createDataFrame([("HTTP://A.test:80/map.xml",), ("not a url",)], "url string").repartition(2)
+    normalized = in_python(written, _normalize_task(200), "url string")
+    assert [r.url for r in normalized.collect()] == ["http://a.test/map.xml"]
+
 def test_exclusions_take_effect_at_the_next_generate(spark, cfg, tmp_path):
     crawl = str(tmp_path / "crawl")
     inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", [

@@ -11,13 +11,14 @@ from pyspark.sql.window import Window
 
 from crawler_lib import status as st
 from crawler_lib.crawldb import DISCOVERED_PRIORITY, NEVER, URL_STATE_COLUMNS, discovery_refusal, url_id
+from crawler_lib.spark.rowtasks import in_python
 from crawler_lib.spark.transitions import new_url_rows
 from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, host_key, normalize
 
 DISCOVERED = "url string, url_id string, host_key string, source string, depth int, redirect_hops int, reason string"
 
 
-def new_urls(spark, cfg, parse: DataFrame, fetch: DataFrame, host_updates: DataFrame, crawldb: DataFrame,
+def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: DataFrame, crawldb: DataFrame,
              now: datetime) -> DataFrame:
     """A CrawlDB row (URL_STATE_COLUMNS) for every URL the segment found that the CrawlDB lacks: its
     parsed pages' followable outlinks, its redirect targets and its hosts' robots.txt sitemaps, one
@@ -31,8 +32,7 @@ def new_urls(spark, cfg, parse: DataFrame, fetch: DataFrame, host_updates: DataF
                      .alias("source"),
                      (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
     robots_sitemaps = host_updates.select(F.explode("sitemaps").alias("url"))  # robots.txt Sitemap: lines
-    sitemaps = (spark.createDataFrame(robots_sitemaps.rdd.mapPartitions(
-                    _normalize_task(cfg["limits.max_url_length"])), "url string")
+    sitemaps = (in_python(robots_sitemaps, _normalize_task(cfg["limits.max_url_length"]), "url string")
                 .select("url", F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
                         F.lit(0).alias("redirect_hops")))
     redirects = (fetch.filter(F.col("redirect_to").isNotNull())
@@ -41,8 +41,7 @@ def new_urls(spark, cfg, parse: DataFrame, fetch: DataFrame, host_updates: DataF
     candidates = (links.unionByName(redirects).unionByName(sitemaps)
                   .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
                   .select("url", "c.*"))
-    found = spark.createDataFrame(candidates.select("url", "source", "depth", "redirect_hops").rdd
-                                  .mapPartitions(_discover_task(cfg)), DISCOVERED, verifySchema=False)
+    found = in_python(candidates.select("url", "source", "depth", "redirect_hops"), _discover_task(cfg), DISCOVERED)
     return bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY), crawldb)
 
 
@@ -92,7 +91,7 @@ def bound_growth(cfg, discovered: DataFrame, crawldb: DataFrame) -> DataFrame:
 def _discover_task(cfg):
     """Only what needs Python (the URL filter, the keys) crosses to and from the Python worker; the
     rest of the row is SQL (transitions.new_url_rows). Whole rows, 35 columns built, checked and
-    converted per URL, cost ~90 us a URL (~40 now): most of updatedb's time at 1 M new URLs."""
+    converted per URL, cost ~90 us a URL: most of updatedb's time at 1 M new URLs."""
     url_filter = UrlFilter.from_config(cfg)
     max_redirects = cfg["http.max_redirects"]
 
@@ -106,9 +105,9 @@ def _discover_task(cfg):
 def _normalize_task(max_length: int):
     """robots.txt `Sitemap:` values as written by the site: normalized before they meet the links."""
     def run(rows):
-        for row in rows:
+        for (url,) in rows:
             try:
-                yield (normalize(row.url, max_length),)
+                yield (normalize(url, max_length),)
             except UrlRejected:
                 continue
     return run
