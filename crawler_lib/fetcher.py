@@ -11,8 +11,8 @@ Rules kept here: URLs excluded or disallowed are never requested; a host answeri
 that cannot be connected to, is backed off as a host (Retry-After or exponential backoff), and the
 URL gets one more chance in the task after the backoff, else returns to the pool without using its
 retry budget; a host whose requests keep failing is dropped for the rest of the task; a host whose
-Crawl-delay exceeds `politeness.max_crawl_delay_s` is deferred until its robots.txt is due again.
-Redirects are recorded, not followed: the target enters the CrawlDB as a new URL and is fetched
+Crawl-delay exceeds `politeness.max_crawl_delay_s` is deferred until its robots.txt is due again; after an
+operator's stop (crawler_lib.stop) no request starts and the rest go back to the pool. Redirects are recorded, not followed: the target enters the CrawlDB as a new URL and is fetched
 under its own host's politeness.
 
 `fetch_partition(rows, ...)` takes and yields plain dicts so it runs inside Spark's mapPartitions
@@ -42,6 +42,7 @@ from crawler_lib.politeness import BACKOFF_STATUSES, HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
 from crawler_lib.robots_client import RobotsClient
 from crawler_lib.schema import to_epoch
+from crawler_lib.stop import stop_requested
 from crawler_lib.transport import AiohttpTransport, RequestFailed
 from crawler_lib.urls import UrlFilter, UrlRejected, resolve
 from crawler_lib.warc import WarcFileWriter
@@ -55,10 +56,12 @@ class PartitionFetcher:
     def __init__(self, cfg, segment_id: str, partition_id: int, warc_dir: str, attempt: int = 0,
                  clock: Callable[[], float] = time.time, transport=None,
                  loop_factory: Callable[[], asyncio.AbstractEventLoop] = asyncio.new_event_loop,
-                 warc_executor: Optional[Executor] = None, journal_dir: Optional[str] = None):
+                 warc_executor: Optional[Executor] = None, journal_dir: Optional[str] = None,
+                 stop_request: Optional[str] = None):
         """`clock`, `transport`, `loop_factory` and `warc_executor` are replaced by the virtual-time
         simulation; by default WARC records are written by one thread beside the event loop.
-        `journal_dir`: the segment's journal (None: no journal, as in unit tests)."""
+        `journal_dir`: the segment's journal (None: no journal, as in unit tests). `stop_request`: the
+        segment's stop file (crawler_lib.stop; None: not looked for)."""
         self.cfg = cfg
         self.segment_id = segment_id
         self.partition_id = partition_id
@@ -71,6 +74,7 @@ class PartitionFetcher:
         self.warc_executor = warc_executor
         self.token = uuid.uuid4().hex[:8]
         self.warc_dir = warc_dir
+        self.stop_request = stop_request
         self.journal = FetchJournal(journal_dir and f"{journal_dir.rstrip('/')}/part-{partition_id:05d}",
                                     f"{int(clock() * 1000):013d}-{attempt}-{self.token}")  # sorts by start
 
@@ -154,14 +158,35 @@ class PartitionFetcher:
     async def _run_all(self) -> None:
         async with self.transport:
             fetch_done = asyncio.Event()
-            checkpoints = None if self.journal.appends or not self.journal.enabled else \
-                asyncio.ensure_future(self._checkpoints(fetch_done))
+            beside = []
+            if self.journal.enabled and not self.journal.appends:
+                beside.append(asyncio.ensure_future(self._checkpoints(fetch_done)))
+            if self.stop_request and not await self._stop_if_requested():  # before any request
+                beside.append(asyncio.ensure_future(self._watch_stop(fetch_done)))
             try:
                 await asyncio.gather(*(self._run_host(host) for host in self.hosts.values()))
             finally:
-                if checkpoints:
-                    fetch_done.set()
-                    await checkpoints
+                fetch_done.set()
+                await asyncio.gather(*beside)
+
+    async def _watch_stop(self, fetch_done: asyncio.Event) -> None:
+        """Looks for an operator's stop (crawler_lib.stop) every fetcher.stop_poll_s."""
+        while True:
+            try:
+                await asyncio.wait_for(fetch_done.wait(), self.cfg["fetcher.stop_poll_s"])
+                return
+            except asyncio.TimeoutError:
+                pass
+            if await self._stop_if_requested():
+                return
+
+    async def _stop_if_requested(self) -> bool:
+        """Once a stop is requested, the gate grants no new request slot."""
+        requested = await asyncio.get_running_loop().run_in_executor(None, stop_requested, self.stop_request)
+        if requested:
+            log.info("fetch task %d: stop requested: no new requests", self.partition_id)
+            self.gate.stop()
+        return requested
 
     async def _checkpoints(self, fetch_done: asyncio.Event) -> None:
         """Object stores: every journal interval, close the WARC file (so what it holds is durable),
@@ -310,6 +335,8 @@ class PartitionFetcher:
 
 
 def fetch_partition(rows: Iterable[dict], cfg, segment_id: str, partition_id: int, warc_dir: str,
-                    attempt: int = 0, journal_dir: Optional[str] = None) -> Iterator[tuple[str, dict]]:
+                    attempt: int = 0, journal_dir: Optional[str] = None,
+                    stop_request: Optional[str] = None) -> Iterator[tuple[str, dict]]:
     """mapPartitions entry point: fetch every row's URL (or say why not) and yield the outputs."""
-    yield from PartitionFetcher(cfg, segment_id, partition_id, warc_dir, attempt, journal_dir=journal_dir).run(rows)
+    yield from PartitionFetcher(cfg, segment_id, partition_id, warc_dir, attempt, journal_dir=journal_dir,
+                                stop_request=stop_request).run(rows)

@@ -13,7 +13,8 @@ task (`generate.place_by_ip`), so the lane is the address's only owner too.
 
 The `SlotGate` grants a request slot when the host's and its address's politeness allow and a
 connection is free: it sleeps until the exact moment both become ready, or until a slot of a host
-or address at its concurrency cap is released, instead of polling.
+or address at its concurrency cap is released, instead of polling. After `stop` (an operator's stop
+request, see crawler_lib.stop) it grants none: requests in flight finish, the rest go back to the pool.
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ from crawler_lib.journal import FetchJournal
 from crawler_lib.politeness import HostPoliteness
 from crawler_lib.robots import RobotsPolicy
 from crawler_lib.schema import to_datetime
+
+STOPPED = "stopped"  # why a URL was not requested: the operator stopped the fetch
 
 
 @dataclass
@@ -93,6 +96,7 @@ class SlotGate:
         self.lanes: dict[str, AddressLane] = {}
         self._resolving: dict[str, asyncio.Future] = {}
         self._connections: Optional[asyncio.Semaphore] = None
+        self._stopped: Optional[asyncio.Event] = None
 
     @classmethod
     def from_config(cls, cfg, clock: Callable[[], float], address_of=None, journal=None,
@@ -124,12 +128,25 @@ class SlotGate:
             self._connections = asyncio.Semaphore(self.max_connections)
         return self._connections
 
+    @property
+    def stopped(self) -> asyncio.Event:
+        if self._stopped is None:  # created inside the task's event loop
+            self._stopped = asyncio.Event()
+        return self._stopped
+
+    def stop(self) -> None:
+        """An operator's stop: no slot is granted from now on; workers waiting for one get STOPPED
+        at once, requests in flight finish."""
+        self.stopped.set()
+
     async def acquire(self, host: HostQueue) -> Optional[str]:
         """Wait for a slot; None when granted (the caller must `release`), else why not (nothing taken)."""
         politeness = host.politeness
         lane = await self.lane_of(host)
         address = lane.politeness if lane else None
         while True:
+            if self.stopped.is_set():
+                return STOPPED
             if politeness.in_flight >= politeness.max_concurrency:
                 host.slot_freed.clear()
                 await host.slot_freed.wait()
@@ -147,11 +164,15 @@ class SlotGate:
                 if ready >= host.deadline:
                     return "time_limit"
             if ready > now:
-                await asyncio.sleep(ready - now)
+                try:  # a stop wakes the wait
+                    await asyncio.wait_for(self.stopped.wait(), ready - now)
+                except asyncio.TimeoutError:
+                    pass
                 continue
             await self.connections.acquire()
             now = self.clock()
-            if politeness.wait_s(now) == 0 and (address is None or address.wait_s(now) == 0) and now < host.deadline:
+            if (politeness.wait_s(now) == 0 and (address is None or address.wait_s(now) == 0) and now < host.deadline
+                    and not self.stopped.is_set()):
                 politeness.start(now)
                 if address:
                     address.start(now)

@@ -1,6 +1,7 @@
 """crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup.
 
-The parse step runs only when the fetch did not parse (`fetcher.parse: false`)."""
+The parse step runs only when the fetch did not parse (`fetcher.parse: false`). SIGTERM or SIGINT
+ends the cycle under way early and stops (crawler_lib.stop)."""
 from __future__ import annotations
 
 import sys
@@ -9,12 +10,16 @@ from typing import Callable, Optional
 
 from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.progress import SparkProgress
+from crawler_lib.stop import GracefulStop
 from jobs import dedup, fetch, generate, inject, parse, updatedb
-from jobs.base import CrawlJob
+from jobs.base import CrawlJob, to_stderr
 
 
 def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = None,
-        top_n: Optional[int] = None, report: Callable[[str], None] = print) -> list[dict]:
+        top_n: Optional[int] = None, report: Callable[[str], None] = print,
+        stop: Optional[GracefulStop] = None) -> list[dict]:
+    """After a `stop` the cycle under way ends early but whole (its fetch stops, updatedb applies
+    what it fetched and releases its leases) and no other step runs."""
     interval = cfg["spark.progress_interval_s"]
     if seeds:
         with SparkProgress(spark, "inject", interval, report):
@@ -29,7 +34,7 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
             report(f"cycle {cycle}/{cycles}: no URLs due; stopping")
             break
         segment = generated["segment"]
-        fetched = timer.run("fetch", fetch.run, spark, cfg, crawl_dir, segment, None, report)
+        fetched = timer.run("fetch", fetch.run, spark, cfg, crawl_dir, segment, None, report, stop)
         parsed = fetched["parsed"] or timer.run("parse", parse.run, spark, cfg, crawl_dir, segment)
         updated = timer.run("updatedb", updatedb.run, spark, cfg, crawl_dir, segment)
         elapsed = sum(timer.seconds.values())
@@ -44,6 +49,10 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
         report(f"cycle {cycle}/{cycles} segment {segment}: generated {generated['urls']} URLs "
                f"({generated['hosts']} hosts), fetched {fetch.describe_outcomes(fetched['by_outcome'])}, "
                f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s ({steps})")
+        if stop and stop.requested:
+            report(f"crawl stopped by {stop.signal_name} after cycle {cycle}/{cycles}: its results are "
+                   f"committed and its leases released; dedup not run")
+            return history
     if history:
         started = time.perf_counter()
         with SparkProgress(spark, "dedup", interval, report):
@@ -99,8 +108,9 @@ class Crawl(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        run(spark, cfg, args.crawl_dir, args.cycles, args.seeds, args.top_n,
-            report=lambda line: print(line, flush=True))
+        with GracefulStop(to_stderr) as stop:
+            run(spark, cfg, args.crawl_dir, args.cycles, args.seeds, args.top_n,
+                report=lambda line: print(line, flush=True), stop=stop)
         return 0
 
 

@@ -14,6 +14,7 @@ answered (its WARC records are referenced) and asks nothing twice.
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Callable, Optional
 
@@ -28,6 +29,7 @@ from crawler_lib.schema import HOST_RESULT, column_names
 from crawler_lib.spark import schemas, segments
 from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import ensure_table, is_delta, overwrite, read
+from crawler_lib.stop import GracefulStop, clear_stop, request_stop
 from jobs.base import CrawlJob, to_stderr, utc_now
 
 HOST_COLUMNS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
@@ -48,7 +50,7 @@ def _fetch_task(cfg, segment_id: str, crawl: CrawlDir, parse: bool):
         rows = (row.asDict() for _key, row in keyed_rows)
         results = []
         for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, crawl.warc, attempt,
-                                         crawl.segment(segment_id, "journal")):
+                                         crawl.segment(segment_id, "journal"), crawl.segment(segment_id, "stop")):
             if kind == "url":
                 results.append(out)
             yield tagged(kind, out)
@@ -60,8 +62,9 @@ def _fetch_task(cfg, segment_id: str, crawl: CrawlDir, parse: bool):
 
 @sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
-        report: Optional[Callable[[str], None]] = None) -> dict:
-    """`report` takes the progress lines while the fetch runs (default: stderr)."""
+        report: Optional[Callable[[str], None]] = None, stop: Optional[GracefulStop] = None) -> dict:
+    """`report` takes the progress lines while the fetch runs (default: stderr); a `stop` requested
+    before or while it runs ends the fetch early (crawler_lib.stop)."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
@@ -84,8 +87,11 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         output = (rows.rdd.keyBy(lambda r: r["fetch_partition"])
                   .partitionBy(partitions, lambda key: key)
                   .mapPartitionsWithIndex(_fetch_task(cfg, segment_id, crawl, cfg["fetcher.parse"])))
+        stop_request = crawl.segment(segment_id, "stop")
+        clear_stop(stop_request)  # left by an earlier run that was stopped, then killed
         with FetchProgress(crawl.segment(segment_id, "journal"), f"fetch {segment_id}", total,
-                           cfg["fetcher.progress_interval_s"], report or to_stderr):
+                           cfg["fetcher.progress_interval_s"], report or to_stderr), \
+                (stop.while_running(lambda: request_stop(stop_request)) if stop else nullcontext()):
             overwrite(spark.createDataFrame(output, segments.output_schema(cfg["fetcher.parse"])), output_path)
 
     output = read(spark, output_path)
@@ -104,7 +110,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
               .agg(F.count("*").alias("count"), *([F.sum("outlinks").alias("outlinks")] if parsed else []))
               .collect())
     by_outcome = {(r.outcome, r.http_status): r["count"] for r in counts if r.kind == "url"}
-    stats = {"segment": segment_id, "fetched_now": refetched, "urls": sum(by_outcome.values()),
+    stats = {"segment": segment_id, "fetched_now": refetched, "stopped": bool(stop and stop.requested),
+             "urls": sum(by_outcome.values()),
              "by_outcome": by_outcome, "requests": sum(r["count"] for r in counts if r.kind == "request"),
              "parsed": None}
     if parsed:  # what the parse step would report
@@ -131,8 +138,10 @@ class Fetch(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        stats = run(spark, cfg, args.crawl_dir, args.segment)
+        with GracefulStop(to_stderr) as stop:
+            stats = run(spark, cfg, args.crawl_dir, args.segment, stop=stop)
         note = "" if stats["fetched_now"] else " (already fetched; results re-derived, nothing refetched)"
+        note += f" (stopped by {stop.signal_name}: URLs not requested went back to the pool)" if stop.requested else ""
         parsed = stats["parsed"] and " ".join(f"{k}={v}" for k, v in sorted(stats["parsed"]["by_status"].items()))
         parsed = f"; parsed {parsed or 'nothing'}, {stats['parsed']['outlinks']} outlinks" if stats["parsed"] else ""
         print(f"fetch {stats['segment']}: {stats['urls']} URLs, {stats['requests']} requests: "
