@@ -40,40 +40,57 @@ def clear_stop(marker: str) -> None:
 
 
 class GracefulStop:
-    """Catches the first SIGTERM or SIGINT while active: records it, says so in one line, and runs the
-    hooks of the work in progress (`while_running`); the second one gets the default action. Outside
-    the main thread (a notebook's worker thread) signals cannot be caught, and it only records."""
+    """Catches the first SIGTERM or SIGINT while active, and stops on its own after `after_s` when
+    given (`crawl --duration`): records why, says so in one line, and runs the hooks of the work in
+    progress (`while_running`). A second signal gets its default action. Outside the main thread (a
+    notebook's worker thread) signals cannot be caught: only the duration and `request` stop it."""
 
-    def __init__(self, report: Callable[[str], None]):
+    def __init__(self, report: Callable[[str], None], after_s: Optional[float] = None):
         self.report = report
-        self.signal_name: Optional[str] = None
+        self.after_s = after_s
+        self.reason: Optional[str] = None
         self._hooks: list[Callable[[], None]] = []
         self._previous: dict = {}
+        self._timer: Optional[threading.Timer] = None
+        self._signalled = False
 
     @property
     def requested(self) -> bool:
-        return self.signal_name is not None
+        return self.reason is not None
 
     def __enter__(self) -> "GracefulStop":
         if threading.current_thread() is threading.main_thread():
             self._previous = {s: signal.signal(s, self._handle) for s in SIGNALS}
+        if self.after_s is not None:
+            self._timer = threading.Timer(self.after_s, self.request, [f"--duration {self.after_s:g}"])
+            self._timer.daemon = True
+            self._timer.start()
         return self
 
     def __exit__(self, *exc) -> None:
+        if self._timer:
+            self._timer.cancel()
         for s, handler in self._previous.items():
             signal.signal(s, handler)
         self._previous = {}
 
+    def request(self, reason: str) -> None:
+        """Stop the work under way and what would follow it (the first request counts)."""
+        if self.requested:
+            return
+        self.reason = reason
+        self.report(f"stopping ({reason}): the requests in flight finish, the rest of the segment goes back "
+                    f"to the pool, then it is committed (SIGTERM or SIGINT twice ends the process at once)")
+        for hook in list(self._hooks):  # in a thread: a signal may have interrupted a storage call
+            threading.Thread(target=hook, name="stop-request", daemon=True).start()
+
     def _handle(self, signum, _frame) -> None:
-        if self.requested:  # the second signal: the default action (SIGINT: KeyboardInterrupt)
+        if self._signalled:  # the second signal: its default action (SIGINT: KeyboardInterrupt)
             self.__exit__()
             os.kill(os.getpid(), signum)
             return
-        self.signal_name = signal.Signals(signum).name
-        self.report(f"stopping ({self.signal_name}): the requests in flight finish, the rest of the segment "
-                    f"goes back to the pool, then it is committed; send it again to end at once")
-        for hook in list(self._hooks):  # not in the handler: it may have interrupted a storage call
-            threading.Thread(target=hook, name="stop-request", daemon=True).start()
+        self._signalled = True
+        self.request(signal.Signals(signum).name)
 
     @contextmanager
     def while_running(self, hook: Callable[[], None]) -> Iterator[None]:

@@ -1,14 +1,14 @@
 """crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup.
 
-The parse step runs only when the fetch did not parse (`fetcher.parse: false`). SIGTERM or SIGINT
-ends the cycle under way early and stops (crawler_lib.stop)."""
+The parse step runs only when the fetch did not parse (`fetcher.parse: false`). SIGTERM, SIGINT or
+`--duration` ends the cycle under way early and stops (crawler_lib.stop)."""
 from __future__ import annotations
 
 import sys
 import time
 from typing import Callable, Optional
 
-from crawler_lib.crawldir import CrawlDir
+from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.spark.progress import SparkProgress
 from crawler_lib.stop import GracefulStop
 from jobs import dedup, fetch, generate, inject, parse, updatedb
@@ -50,7 +50,7 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
                f"({generated['hosts']} hosts), fetched {fetch.describe_outcomes(fetched['by_outcome'])}, "
                f"new URLs {updated['new_urls']}, elapsed {elapsed:.1f}s ({steps})")
         if stop and stop.requested:
-            report(f"crawl stopped by {stop.signal_name} after cycle {cycle}/{cycles}: its results are "
+            report(f"crawl stopped by {stop.reason} after cycle {cycle}/{cycles}: its results are "
                    f"committed and its leases released; dedup not run")
             return history
     if history:
@@ -98,9 +98,13 @@ class Crawl(CrawlJob):
         parser.add_argument("--seeds", action="append", metavar="FILE", help="seed file to inject first")
         parser.add_argument("--cycles", type=int, required=True, metavar="N")
         parser.add_argument("--top-n", type=int, metavar="N", help="most URLs per cycle")
+        parser.add_argument("--duration", type=float, metavar="S", help="stop S seconds after the crawl starts (its Spark "
+                            "session up) as on SIGTERM: the cycle under way ends early but whole")
 
     @classmethod
     def preflight(cls, cfg, args) -> None:
+        if args.duration is not None and args.duration <= 0:
+            raise CrawlError(f"--duration must be more than 0 seconds (got {args.duration:g})")
         if args.seeds:
             inject.check_seed_files(args.seeds)
         else:
@@ -108,7 +112,7 @@ class Crawl(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
-        with GracefulStop(to_stderr) as stop:
+        with GracefulStop(to_stderr, args.duration) as stop:
             run(spark, cfg, args.crawl_dir, args.cycles, args.seeds, args.top_n,
                 report=lambda line: print(line, flush=True), stop=stop)
         return 0

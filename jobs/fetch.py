@@ -141,7 +141,7 @@ class Fetch(CrawlJob):
         with GracefulStop(to_stderr) as stop:
             stats = run(spark, cfg, args.crawl_dir, args.segment, stop=stop)
         note = "" if stats["fetched_now"] else " (already fetched; results re-derived, nothing refetched)"
-        note += f" (stopped by {stop.signal_name}: URLs not requested went back to the pool)" if stop.requested else ""
+        note += f" (stopped by {stop.reason}: URLs not requested went back to the pool)" if stop.requested else ""
         parsed = stats["parsed"] and " ".join(f"{k}={v}" for k, v in sorted(stats["parsed"]["by_status"].items()))
         parsed = f"; parsed {parsed or 'nothing'}, {stats['parsed']['outlinks']} outlinks" if stats["parsed"] else ""
         print(f"fetch {stats['segment']}: {stats['urls']} URLs, {stats['requests']} requests: "

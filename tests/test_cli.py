@@ -37,6 +37,7 @@ def test_check_robots(tmp_path):
     (["--conf", "/nonexistent.yaml", "check-url", "http://a.com/"], "error: cannot read config file"),
     (["frobnicate"], "error: crawler: argument COMMAND: invalid choice"),
     (["generate"], "error: crawler generate: the following arguments are required: --crawl-dir"),
+    (["crawl", "--crawl-dir", "/tmp", "--cycles", "1", "--duration", "0"], "error: --duration must be more than 0"),
 ])
 def test_bad_input_gives_one_line_error(args, message):
     done = crawler(*args)

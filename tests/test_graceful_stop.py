@@ -88,7 +88,7 @@ def test_the_first_signal_calls_the_hooks_of_the_work_under_way_and_a_second_one
         with stop.while_running(called.set):
             os.kill(os.getpid(), signal.SIGINT)
             assert called.wait(10)
-        assert stop.signal_name == "SIGINT" and len(lines) == 1
+        assert stop.reason == "SIGINT" and len(lines) == 1
         late = threading.Event()
         with stop.while_running(late.set):  # work begun after the stop is stopped at once
             assert late.is_set()
@@ -96,6 +96,21 @@ def test_the_first_signal_calls_the_hooks_of_the_work_under_way_and_a_second_one
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(5)  # the handler runs between bytecodes: the interrupt lands here
     assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_duration_stops_like_a_signal_and_a_signal_then_is_the_first():
+    lines, called = [], threading.Event()
+    with GracefulStop(lines.append, after_s=0.2) as stop:
+        with stop.while_running(called.set):
+            assert called.wait(10)
+        assert stop.reason == "--duration 0.2" and len(lines) == 1
+        os.kill(os.getpid(), signal.SIGTERM)  # caught: the stop is under way already
+        time.sleep(0.2)
+        assert stop.reason == "--duration 0.2"
+    with GracefulStop(lines.append, after_s=0.2):
+        pass  # ended before its duration: no stop comes later
+    time.sleep(0.4)
+    assert len(lines) == 1
 
 
 @pytest.mark.spark
