@@ -1,10 +1,15 @@
-"""Airflow DAG: one crawl cycle (generate -> fetch -> parse -> updatedb -> dedup) per schedule interval.
+"""Airflow DAGs: `crawl_cycle` runs one crawl cycle (generate -> fetch -> parse -> updatedb -> dedup) per
+schedule interval; `crawl_session` runs one bounded crawl per interval (`crawl --duration`: cycle after
+cycle in one Spark session, which starts its JVM once instead of once per step, then dedup).
 
 Each step is `spark-submit jobs/<step>.py` through SparkSubmitOperator. Retries are safe because
 every job is idempotent on its segment (a rerun changes nothing); `max_active_runs=1` keeps two
 cycles from overlapping, so "the newest segment" that fetch/parse/updatedb default to is this run's.
 When nothing is due, generate writes no segment and the later steps redo the previous segment's
-steps, which are no-ops.
+steps, which are no-ops. The session's crawl stops on its own `duration_s` after it starts, its cycle
+under way ended early but committed and its leases released (README "Stopping a fetch or a crawl"),
+so the next interval's run starts from a clean CrawlDB; keep `duration_s` below the interval. Enable
+one of the two DAGs per crawl dir: each keeps its own runs from overlapping, not the other's.
 
 Deployment settings come from environment variables of the Airflow workers, the crawl itself from
 DAG params (editable per run in the trigger form):
@@ -41,42 +46,62 @@ if os.environ.get("CRAWLER_SPARK_ARCHIVES"):
                        "spark.pyspark.python": "./environment/bin/python"})
 
 
+COMMON_ARGUMENTS = ["--crawl-dir", "{{ params.crawl_dir }}"]
+CONF_ARGUMENTS = ["--conf", "{{ params.conf }}"]  # an empty --conf means conf/default.yaml alone
+CRAWL_PARAMS = {
+    "crawl_dir": Param("/data/crawl", type="string", description="crawl directory (local, s3a://, abfss://)"),
+    "conf": Param("", type="string", description="YAML config file overriding conf/default.yaml (optional)"),
+    "top_n": Param(50000, type="integer", minimum=1, description="most URLs in a cycle's segment"),
+}
+DEFAULT_ARGS = {"retries": 2, "retry_delay": timedelta(minutes=5), "retry_exponential_backoff": True}
+
+
 def step_arguments(step: str) -> list[str]:
-    """Command-line arguments of one step, templated from the DAG params."""
-    arguments = ["--crawl-dir", "{{ params.crawl_dir }}"]
-    if step == "generate":
-        arguments += ["--top-n", "{{ params.top_n }}"]
-    return arguments + ["--conf", "{{ params.conf }}"]  # an empty --conf means conf/default.yaml alone
+    """Command-line arguments of one step of `crawl_cycle`, templated from the DAG params."""
+    return COMMON_ARGUMENTS + (["--top-n", "{{ params.top_n }}"] if step == "generate" else []) + CONF_ARGUMENTS
 
 
-with DAG(
-    dag_id="crawl_cycle",
-    description="One crawl cycle per interval: generate, fetch, parse, updatedb, dedup",
-    schedule=os.environ.get("CRAWLER_SCHEDULE", "@hourly"),
-    start_date=datetime(2026, 1, 1),
-    catchup=False,
-    max_active_runs=1,
-    default_args={"retries": 2, "retry_delay": timedelta(minutes=5), "retry_exponential_backoff": True},
-    params={
-        "crawl_dir": Param("/data/crawl", type="string", description="crawl directory (local, s3a://, abfss://)"),
-        "conf": Param("", type="string", description="YAML config file overriding conf/default.yaml (optional)"),
-        "top_n": Param(50000, type="integer", minimum=1, description="most URLs in the cycle's segment"),
-    },
-    tags=["crawler"],
-) as dag:
+def spark_submit(step: str, arguments: list[str], **kwargs) -> SparkSubmitOperator:
+    """`spark-submit jobs/<step>.py ARGUMENTS`, deployed as the environment variables above say."""
+    return SparkSubmitOperator(
+        task_id=step,
+        application=str(JOBS_DIR / f"{step}.py"),
+        application_args=arguments,
+        conn_id=os.environ.get("CRAWLER_SPARK_CONN_ID", "spark_default"),
+        packages=DELTA_PACKAGE,
+        py_files=os.environ.get("CRAWLER_PY_FILES") or None,
+        jars=os.environ.get("CRAWLER_SPARK_JARS") or None,
+        conf=SPARK_CONF,
+        name=f"crawler-{step}",
+        **kwargs,
+    )
+
+
+def crawl_dag(dag_id: str, description: str, **params: Param) -> DAG:
+    """A DAG over one crawl dir: never two runs at once, no catch-up, the crawl params plus `params`."""
+    return DAG(dag_id=dag_id, description=description, schedule=os.environ.get("CRAWLER_SCHEDULE", "@hourly"),
+               start_date=datetime(2026, 1, 1), catchup=False, max_active_runs=1, default_args=DEFAULT_ARGS,
+               params={**CRAWL_PARAMS, **params}, tags=["crawler"])
+
+
+with crawl_dag("crawl_cycle", "One crawl cycle per interval: generate, fetch, parse, updatedb, dedup") as dag:
     previous = None
     for step in STEPS:
-        task = SparkSubmitOperator(
-            task_id=step,
-            application=str(JOBS_DIR / f"{step}.py"),
-            application_args=step_arguments(step),
-            conn_id=os.environ.get("CRAWLER_SPARK_CONN_ID", "spark_default"),
-            packages=DELTA_PACKAGE,
-            py_files=os.environ.get("CRAWLER_PY_FILES") or None,
-            jars=os.environ.get("CRAWLER_SPARK_JARS") or None,
-            conf=SPARK_CONF,
-            name=f"crawler-{step}",
-        )
+        task = spark_submit(step, step_arguments(step))
         if previous is not None:
             previous >> task
         previous = task
+
+
+with crawl_dag("crawl_session", "One bounded crawl per interval: crawl --duration (cycles in one Spark "
+               "session), then dedup",
+               duration_s=Param(3300, type="integer", minimum=60,
+                                description="the crawl stops gracefully this long after it starts, seconds"),
+               max_cycles=Param(1000, type="integer", minimum=1, description="most cycles in one run")
+               ) as session_dag:
+    crawl = spark_submit("crawl", COMMON_ARGUMENTS + [
+        "--cycles", "{{ params.max_cycles }}", "--duration", "{{ params.duration_s }}",
+        "--top-n", "{{ params.top_n }}"] + CONF_ARGUMENTS,
+        # a safety net only (Airflow kills spark-submit at once): the crawl stops itself at duration_s
+        execution_timeout=timedelta(hours=3))
+    crawl >> spark_submit("dedup", COMMON_ARGUMENTS + CONF_ARGUMENTS)

@@ -1,4 +1,4 @@
-"""The Airflow DAG, loaded by Airflow's own DagBag (runs in .venv-airflow: `make test-dags`)."""
+"""The Airflow DAGs, loaded by Airflow's own DagBag (runs in .venv-airflow: `make test-dags`)."""
 from pathlib import Path
 
 import pytest
@@ -15,10 +15,15 @@ STEPS = ["generate", "fetch", "parse", "updatedb", "dedup"]
 
 
 @pytest.fixture(scope="module")
-def dag():
+def bag():
     bag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False)
     assert bag.import_errors == {}
-    assert list(bag.dags) == ["crawl_cycle"]
+    assert sorted(bag.dags) == ["crawl_cycle", "crawl_session"]
+    return bag
+
+
+@pytest.fixture(scope="module")
+def dag(bag):
     return bag.dags["crawl_cycle"]
 
 
@@ -54,3 +59,20 @@ def test_extra_jars_for_object_storage_come_from_the_environment(monkeypatch):
     monkeypatch.setenv("CRAWLER_SPARK_JARS", jars)
     dag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False).dags["crawl_cycle"]
     assert {dag.get_task(step).jars for step in STEPS} == {jars}
+
+
+def test_a_session_crawls_until_its_duration_then_dedups_without_overlap(bag):
+    session = bag.dags["crawl_session"]
+    assert [t.task_id for t in session.topological_sort()] == ["crawl", "dedup"]
+    assert session.max_active_runs == 1 and session.catchup is False
+    params = {"crawl_dir": "s3a://bucket/crawl", "conf": "", "top_n": 5000, "duration_s": 3300, "max_cycles": 1000}
+    assert set(session.params) == set(params)
+    crawl = session.get_task("crawl")
+    assert isinstance(crawl, SparkSubmitOperator) and crawl.retries >= 1
+    assert Path(crawl.application) == ROOT / "jobs" / "crawl.py"
+    assert crawl.execution_timeout.total_seconds() > 3300  # the crawl stops itself first
+    argv = [jinja2.Template(a).render(params=params) for a in crawl.application_args]
+    assert argv == ["--crawl-dir", "s3a://bucket/crawl", "--cycles", "1000", "--duration", "3300",
+                    "--top-n", "5000", "--conf", ""]
+    dedup = [jinja2.Template(a).render(params=params) for a in session.get_task("dedup").application_args]
+    assert dedup == ["--crawl-dir", "s3a://bucket/crawl", "--conf", ""]
