@@ -97,6 +97,31 @@ class Replay:
         return self
 
 
+def _lines(fs, name: str):
+    """A journal file's lines, up to the first that is not whole (cut by a hard exit, or being written)."""
+    with fs.open(name, "rb") as handle:
+        for raw in handle.read().decode("utf-8", errors="replace").splitlines():
+            try:
+                line = json.loads(raw, object_hook=_decode)  # a JSON object cut short never parses
+            except (ValueError, KeyError):
+                return  # the rest of this file was never written (or not yet)
+            yield line
+
+
+def journaled_results(directory: str) -> list[dict]:
+    """The URL outcomes every attempt of every task of a fetch has journalled so far (the running or
+    interrupted fetch of `updatedb --running`), each with its task's `fetch_partition`."""
+    fs, path = fsspec.core.url_to_fs(directory.rstrip("/"))
+    fs.invalidate_cache(path)
+    results = {}
+    for name in sorted(fs.find(path)) if fs.exists(path) else []:
+        partition = int(name.rstrip("/").split("/")[-2].removeprefix("part-"))
+        for line in _lines(fs, name):
+            if line.pop("k") == "url":
+                results[line["url"]] = {**line, "fetch_partition": partition}
+    return list(results.values())
+
+
 class FetchJournal:
     """One attempt's journal writer; `FetchJournal(None, ...)` journals nothing (unit tests)."""
 
@@ -124,12 +149,11 @@ class FetchJournal:
         for name in sorted(self.fs.ls(self.path, detail=False)):
             if os.path.basename(name).startswith(self.token):
                 continue
-            with self.fs.open(name, "rb") as handle:
-                for raw in handle.read().decode("utf-8").splitlines():
-                    try:
-                        replay.add(json.loads(raw, object_hook=_decode))
-                    except (ValueError, KeyError):
-                        break  # a line cut by the hard exit: the rest of this file was never written
+            for line in _lines(self.fs, name):
+                try:
+                    replay.add(line)
+                except KeyError:
+                    break
         return replay.finish()
 
     # -------------------------------------------------------------- writing

@@ -98,8 +98,9 @@ class Crawl(CrawlJob):
         parser.add_argument("--seeds", action="append", metavar="FILE", help="seed file to inject first")
         parser.add_argument("--cycles", type=int, required=True, metavar="N")
         parser.add_argument("--top-n", type=int, metavar="N", help="most URLs per cycle")
-        parser.add_argument("--duration", type=float, metavar="S", help="stop S seconds after the crawl starts (its Spark "
-                            "session up) as on SIGTERM: the cycle under way ends early but whole")
+        parser.add_argument("--duration", type=float, metavar="S",
+                            help="stop S seconds after the crawl starts (its Spark session up) as on SIGTERM: "
+                                 "the cycle under way ends early but whole")
 
     @classmethod
     def preflight(cls, cfg, args) -> None:

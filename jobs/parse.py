@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Optional
 
+from pyspark.sql import DataFrame
 from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir, CrawlError
@@ -30,6 +31,13 @@ def _parse_task(cfg, crawl_root: str):
     return run
 
 
+def parse_results(spark, cfg, crawl_root: str, results: DataFrame) -> DataFrame:
+    """Parse rows of fetch results (FETCH_RESULT and their `fetch_partition`), read back from their WARC
+    records; grouped as the fetch tasks were, so that a revisit meets the response it refers to."""
+    grouped = results.repartition("fetch_partition").drop("fetch_partition")
+    return spark.createDataFrame(grouped.rdd.mapPartitions(_parse_task(cfg, crawl_root)), schemas.parse_result())
+
+
 @sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, reparse: bool = False) -> dict:
     """`reparse`: parse from WARC even when the fetch parsed the segment (`fetcher.parse`)."""
@@ -40,13 +48,9 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, reparse: b
     output = segments.output(spark, crawl, segment_id)
     parsed_by_fetch = segments.parsed_in_fetch(output) and not reparse
     if not parsed_by_fetch:
-        # Grouped as the fetch tasks were, so a revisit meets the response it refers to.
         tasks = read(spark, crawl.segment(segment_id, "fetchlist")).select("url", "fetch_partition")
-        results = (segments.part(output, "url").join(tasks, "url", "left")
-                   .repartition("fetch_partition").drop("fetch_partition"))
-        parsed = spark.createDataFrame(results.rdd.mapPartitions(_parse_task(cfg, crawl.root)),
-                                       schemas.parse_result())
-        overwrite(parsed, crawl.segment(segment_id, segments.PARSE))
+        results = segments.part(output, "url").join(tasks, "url", "left")
+        overwrite(parse_results(spark, cfg, crawl.root, results), crawl.segment(segment_id, segments.PARSE))
     stats = parse_stats(segments.parses(spark, crawl, segment_id, output))
     return {"segment": segment_id, "parsed_by_fetch": parsed_by_fetch, **stats}
 

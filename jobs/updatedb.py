@@ -8,11 +8,15 @@ the new ones are not, so no row meets two source rows). Host updates apply only 
 already updated the host. Each MERGE is idempotent on its own, so a crash between them is mended by a
 rerun (the HostDB's runs beside the CrawlDB's: on small segments a MERGE is mostly driver time).
 A segment parsed again by the parse job (`parse --reparse`, e.g. after a fingerprint upgrade) also
-gives its fingerprints to the pages whose rows still hold its capture.
+gives its fingerprints to the pages whose rows still hold its capture. With `--running`, a segment whose
+fetch has not committed gets what its tasks have journalled so far (results parsed here from their WARC
+records, and their new URLs): found links reach the CrawlDB while an hour-long fetch still runs, and the
+updatedb after the fetch finds those results' leases cleared and applies them no second time.
 """
 from __future__ import annotations
 
 import sys
+from contextlib import nullcontext
 from datetime import datetime
 from typing import Optional
 
@@ -21,12 +25,14 @@ from pyspark.sql import functions as F
 from crawler_lib import status as st
 from crawler_lib.crawldb import FINGERPRINT_FIELDS, URL_STATE_COLUMNS
 from crawler_lib.crawldir import CrawlDir, CrawlError
-from crawler_lib.schema import HOST_RESULT, column_names, sql_timestamp
+from crawler_lib.journal import journaled_results
+from crawler_lib.schema import FETCH_RESULT, HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import discovery, schemas, segments
 from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, ensure_table, in_background, read, run_merge
 from crawler_lib.spark.transitions import PARSE_COLUMNS, apply_results
 from jobs.base import CrawlJob, add_segment_arguments, for_each_segment, utc_now
+from jobs.parse import parse_results
 
 HOST_FIELDS = [c for c in column_names(HOST_RESULT) if c != "host_key"]
 # What a segment did not learn (robots.txt not asked again, the name not resolved) keeps its known value.
@@ -35,18 +41,32 @@ KEPT_WHEN_UNKNOWN = ("robots_status", "robots_body", "robots_fetched_at", "robot
 
 
 @sized_to_inputs
-def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None) -> dict:
+def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
+        running: bool = False) -> dict:
+    """`running`: a segment whose fetch has not committed (running, or interrupted) gets the results
+    its fetch tasks have journalled so far, parsed here, and their new URLs; host state and the rest
+    of the results wait for the updatedb after the fetch, which does not apply them twice."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
-    if not segments.is_fetched(spark, crawl, segment_id):
-        raise CrawlError(f"segment {segment_id} has no fetch output (run fetch first)")
-    output = segments.output(spark, crawl, segment_id)
-    parse_table = segments.parse_table(spark, crawl, segment_id)
-    parse = parse_table if parse_table is not None else segments.parses(spark, crawl, segment_id, output)
-    if parse is None:
-        raise CrawlError(f"segment {segment_id} has no parse output (fetched with fetcher.parse off: run parse first)")
-    fetch, host_updates = segments.part(output, "url"), segments.part(output, "host")
+    parse_table, journaled = None, None
+    if segments.is_fetched(spark, crawl, segment_id):
+        output = segments.output(spark, crawl, segment_id)
+        parse_table = segments.parse_table(spark, crawl, segment_id)
+        parse = parse_table if parse_table is not None else segments.parses(spark, crawl, segment_id, output)
+        if parse is None:
+            raise CrawlError(f"segment {segment_id} has no parse output (fetched with fetcher.parse off: "
+                             f"run parse first)")
+        fetch, host_updates = segments.part(output, "url"), segments.part(output, "host")
+    elif running:
+        fetch, parse, journaled = _journaled_so_far(spark, cfg, crawl, segment_id)
+        if not journaled:
+            return {"segment": segment_id, "journaled": 0, "applied": 0, "new_urls": 0, "sitemap_refreshed": 0,
+                    "fingerprints_refreshed": 0}
+        host_updates = None
+    else:
+        raise CrawlError(f"segment {segment_id} has no fetch output (run fetch first, or updatedb --running "
+                         f"to apply what a running fetch has fetched so far)")
     if "simhash_version" not in parse.columns:  # parsed by an earlier release: its fingerprints are version 1
         parse = parse.withColumn("simhash_version", F.when(F.col("simhash").isNotNull(), F.lit(1)).cast("int"))
     if "minhash_bands" not in parse.columns:  # parsed before band keys: found by digest and exact tables only
@@ -74,7 +94,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
          .whenNotMatchedBySourceUpdate(condition=f"t.lease_id = '{segment_id}'",
                                        set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
          .execute())
-    with in_background(update_hosts):
+    with in_background(update_hosts) if host_updates is not None else nullcontext():
         # 1. Apply results to the rows this segment leased (the decision table, as SQL).
         leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)
         keys = ["url", "version", "lease_id"]
@@ -112,8 +132,21 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         #     whose rows still hold this segment's capture; in a cycle there is none left to change.
         refingerprinted = 0 if parse_table is None else _refingerprint(crawldb, parse, fetch)
 
-    return {"segment": segment_id, "applied": applied, "new_urls": inserted, "sitemap_refreshed": refreshed,
-            "fingerprints_refreshed": refingerprinted}
+    return {"segment": segment_id, "journaled": journaled, "applied": applied, "new_urls": inserted,
+            "sitemap_refreshed": refreshed, "fingerprints_refreshed": refingerprinted}
+
+
+def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str):
+    """(results, their parses, how many) of what the tasks of a fetch that has not committed have
+    journalled; the parses are read from the results' WARC records, each task's together."""
+    rows = journaled_results(crawl.segment(segment_id, "journal"))
+    if not rows:
+        return None, None, 0
+    columns = [*schemas.fetch_result().fieldNames(), "fetch_partition"]
+    results = spark.createDataFrame([tuple(r.get(c) for c in columns) for r in rows],
+                                    schemas.struct(f"{FETCH_RESULT}, fetch_partition int"))
+    return (results.drop("fetch_partition").localCheckpoint(),
+            parse_results(spark, cfg, crawl.root, results).localCheckpoint(), len(rows))
 
 
 def _refingerprint(crawldb, parse, fetch) -> int:
@@ -149,13 +182,19 @@ class UpdateDb(CrawlJob):
     @classmethod
     def add_arguments(cls, parser):
         add_segment_arguments(parser)
+        parser.add_argument("--running", action="store_true",
+                            help="a segment still fetching (or interrupted): apply the results its fetch has "
+                                 "journalled so far and add their new URLs; the updatedb after the fetch does the rest")
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
         def update_one(segment):
-            stats = run(spark, cfg, args.crawl_dir, segment)
+            stats = run(spark, cfg, args.crawl_dir, segment, running=args.running)
             mix = " ".join(f"{k}={v}" for k, v in sorted(status_mix(spark, args.crawl_dir).items()))
-            print(f"updatedb {stats['segment']}: {stats['applied']} results applied, {stats['new_urls']} new URLs, "
+            journaled = "" if stats["journaled"] is None else \
+                f" (fetch not committed: {stats['journaled']} results journalled)"
+            print(f"updatedb {stats['segment']}{journaled}: {stats['applied']} results applied, "
+                  f"{stats['new_urls']} new URLs, "
                   f"{stats['sitemap_refreshed']} made due by sitemap lastmod, {stats['fingerprints_refreshed']} "
                   f"fingerprints refreshed; crawldb: {mix}", flush=True)
         for_each_segment(args, cls.name, update_one)

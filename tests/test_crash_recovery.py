@@ -6,6 +6,7 @@ expiry. After the rerun every URL is fetched or explicitly failed, no CrawlDB ro
 duplicated, no result is applied twice, and a rerun before the fetch commit resumes from the
 segment's fetch journal (what the dead job fetched is not fetched again; its WARC records are kept).
 """
+import json
 import shutil
 
 import pytest
@@ -126,3 +127,37 @@ def test_with_fetcher_parse_off_updatedb_waits_for_the_parse_step(spark, cfg, we
     stats = parse.run(spark, cfg, crawl, segment)
     assert stats["parsed_by_fetch"] is False and stats["by_status"] == {"ok": 6}
     assert updatedb.run(spark, cfg, crawl, segment)["applied"] == 6
+
+
+def test_updatedb_running_applies_what_the_journal_holds_and_the_later_updatedb_the_rest_once(spark, cfg, web,
+                                                                                            tmp_path):
+    """`updatedb --running` over a fetch that has not committed (each task's journal cut after its first
+    answer: the fetch is still running, or died there), then the fetch resumed and its own updatedb."""
+    crawl = seeded(spark, cfg, web, tmp_path)
+    segment = generate.run(spark, cfg, crawl)["segment"]
+    fetch.run(spark, cfg, crawl, segment)
+    shutil.rmtree(CrawlDir(crawl).segment(segment, "fetch_output"))
+    answered, asked = set(), set()  # pages answered and pages asked in what the journal keeps
+    for part in (tmp_path / "crawl" / "segments" / segment / "journal").glob("part-*/*.jsonl"):
+        lines = part.read_text().splitlines(keepends=True)
+        first = next(i for i, line in enumerate(lines) if line.startswith('{"k":"url"'))
+        part.write_text("".join(lines[:first + 1]))
+        kept = [json.loads(line) for line in lines[:first + 1]]
+        answered |= {line["url"] for line in kept if line["k"] == "url"}
+        asked |= {line["url"] for line in kept if line["k"] == "intent" and line["purpose"] == "page"}
+    lost = asked - answered  # asked when the fetch stopped: never asked twice, back to the pool
+    before = {r.url for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    early = updatedb.run(spark, cfg, crawl, segment, running=True)
+    assert early["journaled"] == early["applied"] == len(answered) < 6
+    rows = read(spark, CrawlDir(crawl).crawldb).collect()
+    assert {r.url for r in rows if r.status == "fetched" and r.lease_id is None} == answered
+    assert {r.url for r in rows} - before  # their pages' links are in the CrawlDB before the fetch ends
+    assert updatedb.run(spark, cfg, crawl, segment, running=True)["applied"] == 0  # nothing twice
+
+    fetch.run(spark, cfg, crawl, segment)  # resumes: the answered URLs are not asked again
+    assert len([e for e in web.log if e["path"].startswith("/page/")]) == 6 + 6 - len(answered | lost)
+    late = updatedb.run(spark, cfg, crawl, segment)
+    assert early["applied"] + late["applied"] == 6  # every result applied once
+    rows, urls = table_state(spark, crawl)
+    assert len(rows) == len(urls) and all(r.lease_id is None for r in rows)
+    assert {r.url for r in rows if r.depth == 0 and r.status != "fetched"} == lost

@@ -18,7 +18,7 @@ from crawler_lib.urls import URL_PATTERN_SQL, UrlFilter, UrlRejected, host_key, 
 DISCOVERED = "url string, url_id string, host_key string, source string, depth int, redirect_hops int, reason string"
 
 
-def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: DataFrame, crawldb: DataFrame,
+def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: Optional[DataFrame], crawldb: DataFrame,
              now: datetime) -> DataFrame:
     """A CrawlDB row (URL_STATE_COLUMNS) for every URL the segment found that the CrawlDB lacks: its
     parsed pages' followable outlinks, its redirect targets and its hosts' robots.txt sitemaps, one
@@ -31,14 +31,16 @@ def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: DataFrame, c
                      F.when(F.col("parse_status") == "sitemap", F.lit(st.SITEMAP)).otherwise(F.lit(st.LINK))
                      .alias("source"),
                      (F.col("depth") + 1).alias("depth"), F.lit(0).alias("redirect_hops")))
-    robots_sitemaps = host_updates.select(F.explode("sitemaps").alias("url"))  # robots.txt Sitemap: lines
-    sitemaps = (in_python(robots_sitemaps, _normalize_task(cfg["limits.max_url_length"]), "url string")
-                .select("url", F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"),
-                        F.lit(0).alias("redirect_hops")))
     redirects = (fetch.filter(F.col("redirect_to").isNotNull())
                  .select(F.col("redirect_to").alias("url"), F.lit(st.REDIRECT_SOURCE).alias("source"),
                          "depth", (F.col("redirect_hops") + 1).alias("redirect_hops")))
-    candidates = (links.unionByName(redirects).unionByName(sitemaps)
+    candidates = links.unionByName(redirects)
+    if host_updates is not None:  # None: a running fetch's results (its hosts' robots.txt come at its end)
+        robots_sitemaps = host_updates.select(F.explode("sitemaps").alias("url"))  # robots.txt Sitemap: lines
+        candidates = candidates.unionByName(
+            in_python(robots_sitemaps, _normalize_task(cfg["limits.max_url_length"]), "url string")
+            .select("url", F.lit(st.SITEMAP).alias("source"), F.lit(1).alias("depth"), F.lit(0).alias("redirect_hops")))
+    candidates = (candidates
                   .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
                   .select("url", "c.*"))
     found = in_python(candidates.select("url", "source", "depth", "redirect_hops"), _discover_task(cfg), DISCOVERED)
