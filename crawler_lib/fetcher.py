@@ -11,9 +11,10 @@ Rules kept here: URLs excluded or disallowed are never requested; a host answeri
 that cannot be connected to, is backed off as a host (Retry-After or exponential backoff), and the
 URL gets one more chance in the task after the backoff, else returns to the pool without using its
 retry budget; a host whose requests keep failing is dropped for the rest of the task; a host whose
-Crawl-delay exceeds `politeness.max_crawl_delay_s` is deferred until its robots.txt is due again; after an
-operator's stop (crawler_lib.stop) no request starts and the rest go back to the pool. Redirects are recorded, not followed: the target enters the CrawlDB as a new URL and is fetched
-under its own host's politeness.
+Crawl-delay exceeds `politeness.max_crawl_delay_s` is deferred until its robots.txt is due again; after
+an operator's stop (crawler_lib.stop) no request starts and the rest go back to the pool. Redirects are
+recorded, not followed: the target enters the CrawlDB as a new URL and is fetched under its own host's
+politeness.
 
 `fetch_partition(rows, ...)` takes and yields plain dicts so it runs inside Spark's mapPartitions
 and in unit tests alike. It yields `(kind, row)` with kind "url" (one per input URL, always),
@@ -181,8 +182,13 @@ class PartitionFetcher:
                 return
 
     async def _stop_if_requested(self) -> bool:
-        """Once a stop is requested, the gate grants no new request slot."""
-        requested = await asyncio.get_running_loop().run_in_executor(None, stop_requested, self.stop_request)
+        """Once a stop is requested, the gate grants no new request slot. A storage error while looking
+        is not a stop (looked for again at the next poll)."""
+        try:
+            requested = await asyncio.get_running_loop().run_in_executor(None, stop_requested, self.stop_request)
+        except OSError as exc:
+            log.warning("fetch task %d: cannot look for a stop request: %s", self.partition_id, exc)
+            return False
         if requested:
             log.info("fetch task %d: stop requested: no new requests", self.partition_id)
             self.gate.stop()
