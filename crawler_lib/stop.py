@@ -1,4 +1,5 @@
-"""Graceful stops: SIGTERM or SIGINT (a scheduler's task timeout, `kill`, Ctrl-C) ends a step without
+"""Graceful stops: SIGTERM or SIGINT (`kill`, Kubernetes or systemd stopping a process, Ctrl-C; not
+Airflow's SparkSubmitOperator timeout, which kills spark-submit outright) ends a step without
 losing or repeating work, and without leaving leases to expire.
 
 The driver writes a stop request into the running segment (`segments/<id>/stop`); each fetch task,
