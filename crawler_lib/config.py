@@ -131,14 +131,15 @@ class Config(Mapping[str, Any]):
         return config
 
     def validate(self) -> None:
-        for key in ("http.timeout_s", "politeness.default_delay_s", "generate.lease_s"):
+        for key in ("http.timeout_s", "politeness.default_delay_s", "generate.lease_s", "continuous.apply_interval_s",
+                    "continuous.segment_time_s"):
             if self[key] <= 0:
                 raise ConfigError(f"config key {key}: must be > 0, got {self[key]}")
         if self["politeness.ip_delay_s"] < 0:
             raise ConfigError(f"config key politeness.ip_delay_s: must be >= 0, got {self['politeness.ip_delay_s']}")
         for key in ("politeness.max_concurrency_per_host", "politeness.ip_max_concurrency", "fetcher.max_connections",
                     "generate.top_n", "generate.max_per_host", "generate.screen_rounds",
-                    "http.max_body_bytes"):
+                    "http.max_body_bytes", "continuous.fetches"):
             if self[key] < 1:
                 raise ConfigError(f"config key {key}: must be >= 1, got {self[key]}")
         if self["fetcher.lease_margin_s"] < self["http.timeout_s"]:

@@ -3,7 +3,8 @@
 Pure state machine over wall-clock seconds (the caller passes `now`), so the fetcher drives it with
 real time and tests drive it with a virtual clock. Rules: request starts to one host are at least
 `delay_s` apart (max of Crawl-delay and the configured default: a smaller Crawl-delay never shortens
-the default); at most `max_concurrency` in flight; 429/503 honour Retry-After (seconds or HTTP date,
+the default), and with one request at a time a request starts at least `delay_s` after the previous
+one ended; at most `max_concurrency` in flight; 429/503 honour Retry-After (seconds or HTTP date,
 up to `max_retry_after_s`) else exponential backoff with jitter (up to `backoff_max_s`); repeated
 failures back the host off.
 """
@@ -108,8 +109,12 @@ class HostPoliteness:
 
     def finish(self, now: float, http_status: Optional[int], retry_after: Optional[str] = None,
                failed: bool = False) -> None:
-        """Release a slot and learn from the outcome (status None with failed=True: network error)."""
+        """Release a slot and learn from the outcome (status None with failed=True: network error).
+        One request at a time: the next waits a full delay from this one's end too (as Nutch's), so
+        the server sees its requests a delay apart however late it saw this one begin."""
         self.in_flight = max(0, self.in_flight - 1)
+        if self.max_concurrency == 1:
+            self.next_allowed_at = max(self.next_allowed_at, now + self.delay_s + self.margin_s)
         if http_status in BACKOFF_STATUSES:
             self.consecutive_failures += 1
             wait = parse_retry_after(retry_after, now)

@@ -1,18 +1,36 @@
-"""crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup.
+"""crawl: inject (optional), N cycles of generate -> fetch -> parse -> updatedb (one line each), dedup; or continuous.
 
 The parse step runs only when the fetch did not parse (`fetcher.parse: false`). SIGTERM, SIGINT or
-`--duration` ends the cycle under way early and stops (crawler_lib.stop)."""
+`--duration` ends the cycle under way early and stops (crawler_lib.stop).
+
+`--continuous` runs no cycles: in one Spark session, segments fetch in background threads while the
+driver's loop applies what they have journalled every `continuous.apply_interval_s` (`updatedb
+--running`: parsed there, applied by the `(url, version, lease_id)` rule, new URLs inserted when
+absent) and generates a new segment whenever a fetch slot is free, over hosts (and, with
+generate.place_by_ip, addresses) no live segment holds. So a discovered URL reaches the CrawlDB within
+about an interval whatever the segment's length, and a URL falling due (or injected with `inject
+--due-now`) waits at most one segment's `continuous.segment_time_s` for its host. Only the loop's
+thread writes the CrawlDB and HostDB (Delta commits never race each other); fetch threads write their
+own segment. A stop ends the fetches early, applies them whole and releases their leases; a restart
+first resumes the segments whose host leases are still live (their journals keep what was fetched).
+No dedup runs: schedule it beside (the crawl_session DAG runs it after)."""
 from __future__ import annotations
 
 import sys
+import threading
 import time
+from collections import Counter
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Optional
+
+from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.spark.progress import SparkProgress
+from crawler_lib.spark.tables import is_delta, read
 from crawler_lib.stop import GracefulStop
 from jobs import dedup, fetch, generate, inject, parse, updatedb
-from jobs.base import CrawlJob, to_stderr
+from jobs.base import CrawlJob, to_stderr, utc_now
 
 
 def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = None,
@@ -21,11 +39,7 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
     """After a `stop` the cycle under way ends early but whole (its fetch stops, updatedb applies
     what it fetched and releases its leases) and no other step runs."""
     interval = cfg["spark.progress_interval_s"]
-    if seeds:
-        with SparkProgress(spark, "inject", interval, report):
-            stats = inject.run(spark, cfg, crawl_dir, seeds)
-        report(f"inject: {stats['inserted']} new URLs, {stats['bad_lines']} bad lines skipped")
-    CrawlDir(crawl_dir).require()
+    _inject(spark, cfg, crawl_dir, seeds, report)
     history = []
     for cycle in range(1, cycles + 1):
         timer = _StepTimer(spark, cfg, cycle, report)
@@ -62,6 +76,142 @@ def run(spark, cfg, crawl_dir: str, cycles: int, seeds: Optional[list[str]] = No
     return history
 
 
+def _inject(spark, cfg, crawl_dir: str, seeds: Optional[list[str]], report: Callable[[str], None]) -> None:
+    if seeds:
+        with SparkProgress(spark, "inject", cfg["spark.progress_interval_s"], report):
+            stats = inject.run(spark, cfg, crawl_dir, seeds)
+        report(f"inject: {stats['inserted']} new URLs, {stats['bad_lines']} bad lines skipped")
+    CrawlDir(crawl_dir).require()
+
+
+def run_continuous(spark, cfg, crawl_dir: str, seeds: Optional[list[str]] = None, top_n: Optional[int] = None,
+                   report: Callable[[str], None] = print, stop: Optional[GracefulStop] = None) -> dict:
+    """Crawls until `stop` (a signal or its duration; without one, until nothing is due or fetching);
+    returns the totals of the loop's last progress line."""
+    _inject(spark, cfg, crawl_dir, seeds, report)
+    with ContinuousCrawl(spark, cfg, crawl_dir, top_n, report, stop or GracefulStop(report)) as crawl:
+        return crawl.run()
+
+
+class ContinuousCrawl:
+    """The loop of `crawl --continuous` (see the module's docstring)."""
+
+    def __init__(self, spark, cfg, crawl_dir: str, top_n: Optional[int], report: Callable[[str], None],
+                 stop: GracefulStop):
+        self.spark, self.crawl_dir, self.top_n, self.report, self.stop = spark, crawl_dir, top_n, report, stop
+        self.crawl = CrawlDir(crawl_dir)
+        # One task slot stays free for the loop's own jobs (apply, generate): a fetch task holds its
+        # slot for the whole segment, and Spark does not preempt.
+        slots = spark.sparkContext.defaultParallelism
+        self.fetches = max(1, min(cfg["continuous.fetches"], slots - 1))
+        if self.fetches < cfg["continuous.fetches"]:
+            report(f"continuous: {slots} task slots: {self.fetches} segment fetching at a time "
+                   f"(continuous.fetches {cfg['continuous.fetches']}; one slot stays free to apply and generate)")
+        self.apply_interval_s = cfg["continuous.apply_interval_s"]
+        self.idle_s = cfg["continuous.idle_generate_s"]
+        self.progress_interval_s = cfg["continuous.progress_interval_s"]
+        self.cfg = cfg.with_overrides(**{
+            "fetcher.partitions": min(cfg["fetcher.partitions"] or slots, max(1, (slots - 1) // self.fetches)),
+            "fetcher.parse": False,  # the apply parses each page once, as it applies it
+            "fetcher.time_limit_s": min(cfg["fetcher.time_limit_s"], cfg["continuous.segment_time_s"]),
+            "fetcher.progress_interval_s": 0})  # the loop's line says it for all segments
+        self.pool = ThreadPoolExecutor(self.fetches, thread_name_prefix="continuous-fetch")
+        self.fetching: dict[str, Future] = {}
+        self.hosts: dict[str, int] = {}
+        self.journaled: dict[str, int] = {}
+        self.totals: Counter = Counter()
+        self.wake = threading.Event()
+        self.round_s = 0.0
+
+    def __enter__(self) -> "ContinuousCrawl":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self.fetching:  # an error in the loop: the fetches stop, their journals keep what they did
+            self.stop.request("an error in the continuous loop")
+        self.pool.shutdown(wait=True)
+
+    def run(self) -> dict:
+        started = last_line = time.monotonic()
+        next_generate, nothing_due = 0.0, False
+        with self.stop.while_running(self.wake.set):
+            self._resume()
+            while True:
+                self.wake.clear()
+                round_started = time.monotonic()
+                finished = [s for s, running in self.fetching.items() if running.done()]
+                for segment in finished:
+                    self.fetching.pop(segment).result()  # a fetch's error ends the crawl (its journal stays)
+                if not self.stop.requested and len(self.fetching) < self.fetches and round_started >= next_generate:
+                    nothing_due = not self._generate()
+                    next_generate = time.monotonic() + self.idle_s if nothing_due else 0.0
+                for segment in finished:
+                    self._apply(segment, committed=True)
+                if finished:  # their new URLs may be due now
+                    next_generate, nothing_due = 0.0, False
+                for segment in list(self.fetching):
+                    self._apply(segment, committed=False)
+                self.round_s = time.monotonic() - round_started
+                if time.monotonic() - last_line >= self.progress_interval_s:
+                    self.report(self._line(time.monotonic() - started))
+                    last_line = time.monotonic()
+                if not self.fetching and (self.stop.requested or (nothing_due and self.stop.after_s is None)):
+                    break
+                self.wake.wait(self.apply_interval_s if self.fetching else max(0.0, next_generate - time.monotonic()))
+        why = f"stopped by {self.stop.reason}" if self.stop.requested else "nothing due and nothing fetching"
+        self.report(f"continuous crawl {why}: {self._line(time.monotonic() - started)}; every segment's "
+                    f"results applied and its leases released")
+        return dict(self.totals)
+
+    def _resume(self) -> None:
+        """Segments whose host leases are still live (a stopped or killed run): fetched again, which
+        resumes from their journals, or only applied when their fetch had committed."""
+        now = F.lit(utc_now()).cast("timestamp_ntz")
+        live = {r.lease_id for r in read(self.spark, self.crawl.hostdb)
+                .filter(F.col("lease_id").isNotNull() & (F.col("lease_expires_at") > now))
+                .select("lease_id").distinct().collect()} if is_delta(self.spark, self.crawl.hostdb) else set()
+        for segment in sorted(live & set(self.crawl.segment_ids())):
+            self.report(f"continuous: resuming segment {segment} (its host leases are live)")
+            self._start(segment)
+
+    def _generate(self) -> bool:
+        generated = generate.run(self.spark, self.cfg, self.crawl_dir, self.top_n)
+        if generated["segment"] is None:
+            return False
+        self.hosts[generated["segment"]] = generated["hosts"]
+        self.totals["generated"] += generated["urls"]
+        self._start(generated["segment"])  # even after a stop: it stops at once and releases its leases
+        return True
+
+    def _start(self, segment: str) -> None:
+        def fetch_segment():
+            self.spark.sparkContext.setJobGroup(f"continuous fetch {segment}", f"continuous fetch {segment}")
+            # Unwrapped: execution settings are the loop thread's to change (sized_to_inputs).
+            return fetch.run.__wrapped__(self.spark, self.cfg, self.crawl_dir, segment, None, self.report,
+                                         self.stop)
+        self.fetching[segment] = self.pool.submit(fetch_segment)
+        self.fetching[segment].add_done_callback(lambda _done: self.wake.set())
+
+    def _apply(self, segment: str, committed: bool) -> None:
+        stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True)
+        self.totals["applied"] += stats["applied"]
+        self.totals["discovered"] += stats["new_urls"]
+        if committed:
+            self.totals["segments"] += 1
+            self.journaled.pop(segment, None)
+            self.hosts.pop(segment, None)
+        elif stats["journaled"]:
+            self.journaled[segment] = stats["journaled"]
+
+    def _line(self, elapsed_s: float) -> str:
+        """`lag`: the longest a journalled result can wait to be applied (a wait, then a round)."""
+        return (f"continuous {elapsed_s:.0f}s: {len(self.fetching)} segments fetching "
+                f"({sum(self.hosts.get(s, 0) for s in self.fetching)} hosts, "
+                f"{sum(self.journaled.values())} URLs done), {self.totals['segments']} segments done; "
+                f"applied {self.totals['applied']} results, discovered {self.totals['discovered']} new URLs; "
+                f"lag <= {self.apply_interval_s + self.round_s:.0f}s")
+
+
 class _StepTimer:
     """Times each step of a cycle and counts its Spark jobs (the step is their job group, which also
     names them in Spark's UI): on small segments a cycle's time goes to the number of jobs (a tenth of a
@@ -96,7 +246,11 @@ class Crawl(CrawlJob):
     @classmethod
     def add_arguments(cls, parser):
         parser.add_argument("--seeds", action="append", metavar="FILE", help="seed file to inject first")
-        parser.add_argument("--cycles", type=int, required=True, metavar="N")
+        mode = parser.add_mutually_exclusive_group(required=True)
+        mode.add_argument("--cycles", type=int, metavar="N", help="run N batch cycles, then dedup")
+        mode.add_argument("--continuous", action="store_true",
+                          help="fetch, apply and generate at once until stopped (SIGTERM, SIGINT, --duration) "
+                               "or, without --duration, until nothing is due; no dedup")
         parser.add_argument("--top-n", type=int, metavar="N", help="most URLs per cycle")
         parser.add_argument("--duration", type=float, metavar="S",
                             help="stop S seconds after the crawl starts (its Spark session up) as on SIGTERM: "
@@ -113,9 +267,13 @@ class Crawl(CrawlJob):
 
     @classmethod
     def execute(cls, spark, cfg, args) -> int:
+        def report(line):
+            print(line, flush=True)
         with GracefulStop(to_stderr, args.duration) as stop:
-            run(spark, cfg, args.crawl_dir, args.cycles, args.seeds, args.top_n,
-                report=lambda line: print(line, flush=True), stop=stop)
+            if args.continuous:
+                run_continuous(spark, cfg, args.crawl_dir, args.seeds, args.top_n, report, stop)
+            else:
+                run(spark, cfg, args.crawl_dir, args.cycles, args.seeds, args.top_n, report=report, stop=stop)
         return 0
 
 

@@ -1,7 +1,7 @@
 """generate: lease due URLs into a new segment's fetch list, one host per fetch partition.
 
-Due: next_fetch_at <= now, not blocked, no live lease, host not leased by another segment and not
-in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Selected by the
+Due: next_fetch_at <= now, not blocked, no live lease, host (or, with generate.place_by_ip, its last
+resolved address) not leased by another segment, and not in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Selected by the
 frontier rules (crawler_lib.spark.frontier: priority, each host's share and capacity, top_n). URLs
 matching exclusions.patterns or disallowed by the host's fresh cached robots.txt are marked (blocked /
 robots_denied, in the commit below) instead of leased, and the selection is made again without them
@@ -64,7 +64,7 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     # until top_n fetchable URLs are found, nothing was refused, or every due URL has been screened.
     limit = top_n
     for _ in range(cfg["generate.screen_rounds"]):
-        due = _due(spark, crawl, hosts, now)
+        due = _due(spark, crawl, hosts, now, cfg["generate.place_by_ip"])
         if refusals is not None:
             due = due.join(refusals.select("url"), "url", "left_anti")
         selected = frontier.select_due(due, hosts, cfg, limit)
@@ -150,12 +150,17 @@ def _lease_and_mark(crawldb, cfg, fetchlist, refusals, expires, now: datetime) -
     return run_merge(merge).get("num_updated_rows", 0)
 
 
-def _due(spark, crawl: CrawlDir, hostdb, now: datetime):
-    """URLs to fetch now."""
+def _due(spark, crawl: CrawlDir, hostdb, now: datetime, by_ip: bool):
+    """URLs to fetch now. `by_ip`: a host that shares its last resolved address with a host another
+    live segment holds waits too (two segments fetching at once, `crawl --continuous`, would be two
+    owners of that address)."""
     now_lit = F.lit(now).cast("timestamp_ntz")
-    unavailable_hosts = hostdb.filter(
-        ((F.col("lease_id").isNotNull()) & (F.col("lease_expires_at") > now_lit))
-        | (F.col("backoff_until") > now_lit)).select("host_key")
+    leased = F.col("lease_id").isNotNull() & (F.col("lease_expires_at") > now_lit)
+    unavailable_hosts = hostdb.filter(leased | (F.col("backoff_until") > now_lit)).select("host_key")
+    if by_ip:
+        busy_ips = hostdb.filter(leased & F.col("ip_address").isNotNull()).select("ip_address")
+        unavailable_hosts = unavailable_hosts.union(
+            hostdb.join(busy_ips, "ip_address", "left_semi").select("host_key"))
     return (read(spark, crawl.crawldb)
             .filter((F.col("next_fetch_at") <= now_lit) & (F.col("status") != st.BLOCKED))
             .filter(F.col("lease_id").isNull() | (F.col("lease_expires_at") <= now_lit))

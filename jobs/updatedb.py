@@ -11,7 +11,8 @@ A segment parsed again by the parse job (`parse --reparse`, e.g. after a fingerp
 gives its fingerprints to the pages whose rows still hold its capture. With `--running`, a segment whose
 fetch has not committed gets what its tasks have journalled so far (results parsed here from their WARC
 records, and their new URLs): found links reach the CrawlDB while an hour-long fetch still runs, and the
-updatedb after the fetch finds those results' leases cleared and applies them no second time.
+updatedb after the fetch finds those results' leases cleared and applies them no second time (and,
+with `--running`, parses only the rest when the fetch did not parse: `crawl --continuous`).
 """
 from __future__ import annotations
 
@@ -45,24 +46,30 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         running: bool = False) -> dict:
     """`running`: a segment whose fetch has not committed (running, or interrupted) gets the results
     its fetch tasks have journalled so far, parsed here, and their new URLs; host state and the rest
-    of the results wait for the updatedb after the fetch, which does not apply them twice."""
+    of the results wait for the updatedb after the fetch, which does not apply them twice. A committed
+    segment fetched without parsing (`crawl --continuous`) gets its results not applied yet parsed here."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
+    crawldb = crawldb_table(spark, crawl.crawldb)
     parse_table, journaled = None, None
     if segments.is_fetched(spark, crawl, segment_id):
         output = segments.output(spark, crawl, segment_id)
         parse_table = segments.parse_table(spark, crawl, segment_id)
         parse = parse_table if parse_table is not None else segments.parses(spark, crawl, segment_id, output)
-        if parse is None:
-            raise CrawlError(f"segment {segment_id} has no parse output (fetched with fetcher.parse off: "
-                             f"run parse first)")
         fetch, host_updates = segments.part(output, "url"), segments.part(output, "host")
+        if parse is None and not running:
+            raise CrawlError(f"segment {segment_id} has no parse output (fetched with fetcher.parse off: "
+                             f"run parse first, or updatedb --running, which parses what it applies)")
+        if parse is None:
+            tasks = read(spark, crawl.segment(segment_id, "fetchlist")).select("url", "fetch_partition")
+            pending = _unapplied(crawldb, segment_id, fetch.join(tasks, "url", "left"))
+            fetch, parse = pending.drop("fetch_partition"), _parsed(spark, cfg, crawl, pending)
     elif running:
-        fetch, parse, journaled = _journaled_so_far(spark, cfg, crawl, segment_id)
-        if not journaled:
-            return {"segment": segment_id, "journaled": 0, "applied": 0, "new_urls": 0, "sitemap_refreshed": 0,
-                    "fingerprints_refreshed": 0}
+        fetch, parse, journaled = _journaled_so_far(spark, cfg, crawl, segment_id, crawldb)
+        if fetch is None:
+            return {"segment": segment_id, "journaled": journaled, "applied": 0, "new_urls": 0,
+                    "sitemap_refreshed": 0, "fingerprints_refreshed": 0}
         host_updates = None
     else:
         raise CrawlError(f"segment {segment_id} has no fetch output (run fetch first, or updatedb --running "
@@ -71,7 +78,6 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         parse = parse.withColumn("simhash_version", F.when(F.col("simhash").isNotNull(), F.lit(1)).cast("int"))
     if "minhash_bands" not in parse.columns:  # parsed before band keys: found by digest and exact tables only
         parse = parse.withColumn("minhash_bands", F.lit(None).cast("array<bigint>"))
-    crawldb = crawldb_table(spark, crawl.crawldb)
 
     # Hosts: politeness and robots state for the next cycle; release this segment's host leases.
     # Another table than the CrawlDB's MERGEs (steps 1-2c), so it runs beside them.
@@ -136,17 +142,31 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
             "sitemap_refreshed": refreshed, "fingerprints_refreshed": refingerprinted}
 
 
-def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str):
-    """(results, their parses, how many) of what the tasks of a fetch that has not committed have
-    journalled; the parses are read from the results' WARC records, each task's together."""
+def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str, crawldb):
+    """(results not applied yet, their parses, how many results are journalled) of what the tasks of a
+    fetch that has not committed have journalled; (None, None, n) when all are applied."""
     rows = journaled_results(crawl.segment(segment_id, "journal"))
     if not rows:
         return None, None, 0
     columns = [*schemas.fetch_result().fieldNames(), "fetch_partition"]
     results = spark.createDataFrame([tuple(r.get(c) for c in columns) for r in rows],
                                     schemas.struct(f"{FETCH_RESULT}, fetch_partition int"))
-    return (results.drop("fetch_partition").localCheckpoint(),
-            parse_results(spark, cfg, crawl.root, results).localCheckpoint(), len(rows))
+    pending = _unapplied(crawldb, segment_id, results)
+    if pending.isEmpty():
+        return None, None, len(rows)
+    return pending.drop("fetch_partition"), _parsed(spark, cfg, crawl, pending), len(rows)
+
+
+def _unapplied(crawldb, segment_id: str, results):
+    """The results whose CrawlDB rows still hold this segment's lease: what an earlier `--running`
+    applied is not parsed again."""
+    leased = crawldb.toDF().filter(F.col("lease_id") == segment_id).select("url", "version")
+    return results.join(leased, ["url", "version"], "left_semi").localCheckpoint()
+
+
+def _parsed(spark, cfg, crawl: CrawlDir, results):
+    """Parses of results (with their `fetch_partition`), read from their WARC records."""
+    return parse_results(spark, cfg, crawl.root, results).localCheckpoint()
 
 
 def _refingerprint(crawldb, parse, fetch) -> int:

@@ -59,6 +59,14 @@ def assert_polite(log, delay, max_in_flight=1):
         assert all(g >= delay - 0.01 for g in gaps), (host, gaps)
 
 
+def expected_statuses(web) -> dict:
+    """URL -> the CrawlDB status a correct crawl of the test web ends with (from its seeds, to a fixpoint)."""
+    expected = {url: "fetched" for url in web.reachable_urls()}
+    for host in web.host_keys:
+        expected.update({host + path: status for path, status in web.SPECIAL_PATHS.items()})
+    return expected
+
+
 _CYCLE_SUMMARY = re.compile(r"cycle \d+/\d+ segment ")
 
 

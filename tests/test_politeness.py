@@ -12,15 +12,24 @@ def host(**kw):
     return HostPoliteness(**defaults)
 
 
-def test_starts_are_spaced_by_the_delay():
+def test_one_at_a_time_a_request_starts_a_delay_after_the_previous_one_ended():
     h = host()
     assert h.wait_s(0.0) == 0
     h.start(0.0)
     assert h.wait_s(0.5) is None            # one in flight, cap 1
     h.finish(0.5, 200)
-    assert h.wait_s(0.5) == pytest.approx(1.5)
+    # From the end: a server that saw the request begin late (its own load) still sees a full delay.
+    assert h.wait_s(0.5) == pytest.approx(2.0)
     with pytest.raises(RuntimeError):
-        h.start(1.0)                        # granting early is refused, not silently allowed
+        h.start(2.0)                        # granting early is refused, not silently allowed
+    h.start(2.5)
+
+
+def test_with_several_in_flight_starts_are_spaced_by_the_delay():
+    h = host(max_concurrency=2)
+    h.start(0.0)
+    h.finish(0.5, 200)
+    assert h.wait_s(0.5) == pytest.approx(1.5)
     h.start(2.0)
 
 
@@ -69,9 +78,9 @@ def test_a_cancelled_start_gives_the_slot_back_unchanged():
     h = host()
     h.start(0.0)
     h.finish(0.1, 200)
-    h.start(2.0)
+    h.start(2.1)
     h.cancel_start()
-    assert (h.in_flight, h.next_allowed_at, h.last_start_at) == (0, pytest.approx(2.0), 0.0)
+    assert (h.in_flight, h.next_allowed_at, h.last_start_at) == (0, pytest.approx(2.1), 0.0)
 
 
 def test_exponential_backoff_with_jitter_grows_and_success_resets():
@@ -127,7 +136,7 @@ def test_a_host_policy_concurrency_stays_under_the_global_cap(policy, expected):
 
 
 def test_a_late_send_pushes_the_next_start():
-    h = host(delay_s=1.0)
+    h = host(delay_s=1.0, max_concurrency=2)
     h.start(0.0)
     h.sent(0.05)           # the request left 50 ms after its slot was granted
     h.finish(0.2, 200)
