@@ -9,7 +9,7 @@ import sys
 from datetime import datetime, timezone
 from importlib.metadata import version
 
-from bench import crawldb_s3, cycle_cost, dedup, fetch, jvm_start, parse, politeness, whole_crawl
+from bench import continuous, crawldb_s3, cycle_cost, dedup, fetch, jvm_start, parse, politeness, whole_crawl
 from crawler_lib.config import Config
 
 
@@ -110,6 +110,7 @@ def main() -> int:
     parsed = parse.main()
     deduped = in_own_process("bench.dedup")  # the corpus ROC, dedup at 1 M fetched pages
     crawled = whole_crawl.main()
+    streamed = continuous.main()
     cycles = cycle_cost.main()
     started = jvm_start.main()
     lines = [
@@ -153,6 +154,7 @@ def main() -> int:
         *dedup.lines(deduped), "",
         "## Whole crawl side by side with Scrapy, and cycle overhead", "",
         *whole_crawl_lines(crawled), "",
+        "## Continuous against batch crawling: discovery latency", "", *continuous.lines(streamed), "",
         "## A cycle's fixed cost", "", *cycle_cost.lines(cycles), "",
         "## A step's JVM start-up, with the class archive", "", *jvm_start.lines(started), "",
         "## CrawlDB at scale", "", *crawldb_lines(stored), "",

@@ -1,6 +1,9 @@
 """Airflow DAGs: `crawl_cycle` runs one crawl cycle (generate -> fetch -> parse -> updatedb -> dedup) per
 schedule interval; `crawl_session` runs one bounded crawl per interval (`crawl --duration`: cycle after
-cycle in one Spark session, which starts its JVM once instead of once per step, then dedup).
+cycle in one Spark session, which starts its JVM once instead of once per step, then dedup);
+`crawl_continuous` runs `crawl --continuous --duration` the same way (links applied within seconds,
+segments generated as fetch slots free up), restarted by the schedule: a restart resumes what the
+previous run left fetching.
 
 Each step is `spark-submit jobs/<step>.py` through SparkSubmitOperator. Retries are safe because
 every job is idempotent on its segment (a rerun changes nothing); `max_active_runs=1` keeps two
@@ -9,7 +12,7 @@ When nothing is due, generate writes no segment and the later steps redo the pre
 steps, which are no-ops. The session's crawl stops on its own `duration_s` after it starts, its cycle
 under way ended early but committed and its leases released (README "Stopping a fetch or a crawl"),
 so the next interval's run starts from a clean CrawlDB; keep `duration_s` below the interval. Enable
-one of the two DAGs per crawl dir: each keeps its own runs from overlapping, not the other's.
+one of the three DAGs per crawl dir: each keeps its own runs from overlapping, not the other's.
 
 Deployment settings come from environment variables of the Airflow workers, the crawl itself from
 DAG params (editable per run in the trigger form):
@@ -93,15 +96,25 @@ with crawl_dag("crawl_cycle", "One crawl cycle per interval: generate, fetch, pa
         previous = task
 
 
-with crawl_dag("crawl_session", "One bounded crawl per interval: crawl --duration (cycles in one Spark "
-               "session), then dedup",
-               duration_s=Param(3300, type="integer", minimum=60,
-                                description="the crawl stops gracefully this long after it starts, seconds"),
-               max_cycles=Param(1000, type="integer", minimum=1, description="most cycles in one run")
-               ) as session_dag:
-    crawl = spark_submit("crawl", COMMON_ARGUMENTS + [
-        "--cycles", "{{ params.max_cycles }}", "--duration", "{{ params.duration_s }}",
-        "--top-n", "{{ params.top_n }}"] + CONF_ARGUMENTS,
-        # a safety net only (Airflow kills spark-submit at once): the crawl stops itself at duration_s
-        execution_timeout=timedelta(hours=3))
-    crawl >> spark_submit("dedup", COMMON_ARGUMENTS + CONF_ARGUMENTS)
+def bounded_crawl_dag(dag_id: str, description: str, mode: list[str], **params: Param) -> DAG:
+    """`crawl MODE --duration S`, which stops itself gracefully, then dedup, once per interval."""
+    with crawl_dag(dag_id, description,
+                   duration_s=Param(3300, type="integer", minimum=60,
+                                    description="the crawl stops gracefully this long after it starts, seconds"),
+                   **params) as bounded:
+        crawl = spark_submit("crawl", COMMON_ARGUMENTS + mode + [
+            "--duration", "{{ params.duration_s }}", "--top-n", "{{ params.top_n }}"] + CONF_ARGUMENTS,
+            # a safety net only (Airflow kills spark-submit at once): the crawl stops itself at duration_s
+            execution_timeout=timedelta(hours=3))
+        crawl >> spark_submit("dedup", COMMON_ARGUMENTS + CONF_ARGUMENTS)
+    return bounded
+
+
+session_dag = bounded_crawl_dag(
+    "crawl_session", "One bounded crawl per interval: crawl --duration (cycles in one Spark session), then dedup",
+    ["--cycles", "{{ params.max_cycles }}"],
+    max_cycles=Param(1000, type="integer", minimum=1, description="most cycles in one run"))
+
+continuous_dag = bounded_crawl_dag(
+    "crawl_continuous", "One bounded continuous crawl per interval: crawl --continuous --duration, then dedup",
+    ["--continuous"])

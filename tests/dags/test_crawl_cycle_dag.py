@@ -18,7 +18,7 @@ STEPS = ["generate", "fetch", "parse", "updatedb", "dedup"]
 def bag():
     bag = DagBag(dag_folder=str(ROOT / "dags"), include_examples=False)
     assert bag.import_errors == {}
-    assert sorted(bag.dags) == ["crawl_cycle", "crawl_session"]
+    assert sorted(bag.dags) == ["crawl_continuous", "crawl_cycle", "crawl_session"]
     return bag
 
 
@@ -61,18 +61,22 @@ def test_extra_jars_for_object_storage_come_from_the_environment(monkeypatch):
     assert {dag.get_task(step).jars for step in STEPS} == {jars}
 
 
-def test_a_session_crawls_until_its_duration_then_dedups_without_overlap(bag):
-    session = bag.dags["crawl_session"]
+@pytest.mark.parametrize("dag_id, mode, extra", [
+    ("crawl_session", ["--cycles", "1000"], {"max_cycles": 1000}),
+    ("crawl_continuous", ["--continuous"], {}),
+])
+def test_a_bounded_crawl_runs_until_its_duration_then_dedups_without_overlap(bag, dag_id, mode, extra):
+    session = bag.dags[dag_id]
     assert [t.task_id for t in session.topological_sort()] == ["crawl", "dedup"]
     assert session.max_active_runs == 1 and session.catchup is False
-    params = {"crawl_dir": "s3a://bucket/crawl", "conf": "", "top_n": 5000, "duration_s": 3300, "max_cycles": 1000}
+    params = {"crawl_dir": "s3a://bucket/crawl", "conf": "", "top_n": 5000, "duration_s": 3300, **extra}
     assert set(session.params) == set(params)
     crawl = session.get_task("crawl")
     assert isinstance(crawl, SparkSubmitOperator) and crawl.retries >= 1
     assert Path(crawl.application) == ROOT / "jobs" / "crawl.py"
     assert crawl.execution_timeout.total_seconds() > 3300  # the crawl stops itself first
     argv = [jinja2.Template(a).render(params=params) for a in crawl.application_args]
-    assert argv == ["--crawl-dir", "s3a://bucket/crawl", "--cycles", "1000", "--duration", "3300",
+    assert argv == ["--crawl-dir", "s3a://bucket/crawl", *mode, "--duration", "3300",
                     "--top-n", "5000", "--conf", ""]
     dedup = [jinja2.Template(a).render(params=params) for a in session.get_task("dedup").application_args]
     assert dedup == ["--crawl-dir", "s3a://bucket/crawl", "--conf", ""]

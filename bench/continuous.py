@@ -1,0 +1,148 @@
+"""Continuous against batch crawling on one long-fetch web (issue 15): discovery latency and pages per CPU-second.
+
+The local test web (its own process) serves `hosts` x `pages` realistic pages (issue 10's: text-dense,
+20 internal and 3 external links each). Each mode crawls it from the host roots for `minutes`, in its
+own process, stopped by its duration as `crawl --duration` does: batch (`crawl --cycles`, a segment
+fetching for `fetcher.time_limit_s` = `segment_s`) and continuous (`crawl --continuous`, its segments
+capped at `continuous.segment_time_s`). CPU: the crawl's process tree (driver, JVM, Python workers)
+from spawn to exit. Pages: 200 answers to page requests in the test web's own log.
+
+Discovery latency of a new URL: its `first_seen_at` minus the fetch time of the first page that links to
+it, over the URLs found by links. The outlinks come from every fetched page, parsed again from its
+WARC record after the crawl. `first_seen_at` is stamped as the apply that inserts the URL starts; its
+commit follows within that apply (a few seconds, as the progress lines' lag says).
+
+Environment: BENCH_CONTINUOUS_MINUTES (20), BENCH_CONTINUOUS_SEGMENT_S (600), BENCH_CONTINUOUS_HOSTS (20),
+BENCH_CONTINUOUS_PAGES (1000 per host), BENCH_CONTINUOUS_DELAY_S (0.5).
+"""
+from __future__ import annotations
+
+import json
+import os
+import sys
+import tempfile
+import time
+
+CASE = {"minutes": float(os.environ.get("BENCH_CONTINUOUS_MINUTES", "20")),
+        "segment_s": float(os.environ.get("BENCH_CONTINUOUS_SEGMENT_S", "600")),
+        "hosts": int(os.environ.get("BENCH_CONTINUOUS_HOSTS", "20")),
+        "pages": int(os.environ.get("BENCH_CONTINUOUS_PAGES", "1000")),
+        "delay_s": float(os.environ.get("BENCH_CONTINUOUS_DELAY_S", "0.5"))}
+
+
+def _config(case: dict):
+    from crawler_lib.config import Config
+    return Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"],
+                                  "politeness.default_delay_s": case["delay_s"],
+                                  "fetcher.time_limit_s": case["segment_s"]})
+
+
+def crawl_for_a_while(mode: str, seeds: str, crawl_dir: str) -> None:
+    """Runs in its own process: crawls until the case's duration stops it; prints the tree's CPU."""
+    from bench.crawldb import tree_cpu_s
+    from crawler_lib.spark.session import get_spark
+    from crawler_lib.stop import GracefulStop
+    from jobs import crawl
+    cfg = _config(CASE)
+    spark = get_spark(f"bench-{mode}", cfg, {"spark.ui.enabled": "false"})
+    spark.sparkContext.setLogLevel("ERROR")
+    lines: list[str] = []
+
+    def report(line: str) -> None:
+        lines.append(line)
+        print(line, file=sys.stderr, flush=True)
+    with GracefulStop(report, after_s=CASE["minutes"] * 60) as stop:
+        if mode == "continuous":
+            crawl.run_continuous(spark, cfg, crawl_dir, seeds=[seeds], report=report, stop=stop)
+        else:
+            crawl.run(spark, cfg, crawl_dir, 10 ** 6, seeds=[seeds], report=report, stop=stop)
+    print("RESULT " + json.dumps({"cpu_s": tree_cpu_s(os.getpid()), "last_line": lines[-1]}))
+    spark.stop()
+
+
+def discovery_latency(spark, cfg, crawl_dir: str) -> dict:
+    """p50 / p99 / max seconds from the first fetch of a page linking to a new URL to its first_seen_at."""
+    from pyspark.sql import functions as F
+
+    from crawler_lib import status as st
+    from crawler_lib.crawldir import CrawlDir
+    from crawler_lib.spark import segments
+    from crawler_lib.spark.tables import read
+    from jobs.parse import parse_results
+    crawl = CrawlDir(crawl_dir)
+    results = None
+    for segment in crawl.segment_ids():
+        if not segments.is_fetched(spark, crawl, segment):
+            continue
+        tasks = read(spark, crawl.segment(segment, "fetchlist")).select("url", "fetch_partition")
+        part = segments.fetch_results(spark, crawl, segment).filter(F.col("outcome") == st.RESPONSE).join(
+            tasks, "url")
+        results = part if results is None else results.unionByName(part)
+    fetched_at = results.select("url", "version", "fetched_at")
+    links = (parse_results(spark, cfg, crawl.root, results).join(fetched_at, ["url", "version"])
+             .select(F.explode("outlinks.url").alias("target"), "fetched_at")
+             .groupBy("target").agg(F.min("fetched_at").alias("linked_at")))
+    found = (read(spark, crawl.crawldb).filter(F.col("source") == st.LINK)
+             .join(links, F.col("url") == F.col("target"))
+             .select((F.unix_timestamp("first_seen_at") - F.unix_timestamp("linked_at")).alias("latency_s")))
+    p50, p99, top, count = found.agg(F.percentile_approx("latency_s", 0.5), F.percentile_approx("latency_s", 0.99),
+                                     F.max("latency_s"), F.count("*")).first()
+    return {"new_urls": count, "p50_s": p50, "p99_s": p99, "max_s": top}
+
+
+def side_by_side() -> dict:
+    from bench.whole_crawl import _child_cpu, _pages
+    from crawler_lib.spark.session import get_spark
+    from crawler_lib.testweb.process import local_test_web
+    result = {"case": CASE}
+    for mode in ("batch", "continuous"):
+        with tempfile.TemporaryDirectory() as tmp, local_test_web(
+                tmp, CASE["hosts"], CASE["pages"], lifetime_s=CASE["minutes"] * 60 + 900, realistic_crawl=True) as (
+                host_keys, log_path, _pid):
+            seeds = os.path.join(tmp, "seeds.txt")
+            with open(seeds, "w", encoding="utf-8") as handle:
+                handle.write("\n".join(h + "/" for h in host_keys) + "\n")
+            started = time.perf_counter()
+            out, wall, _ = _child_cpu([sys.executable, "-m", "bench.continuous", "crawl", mode, seeds,
+                                       f"{tmp}/crawl"])
+            ours = json.loads(out.split("RESULT ", 1)[1])
+            pages = _pages(log_path)
+            spark = get_spark("bench-latency", _config(CASE), {"spark.ui.enabled": "false"})
+            spark.sparkContext.setLogLevel("ERROR")
+            latency = discovery_latency(spark, _config(CASE), f"{tmp}/crawl")
+            result[mode] = {"pages": pages, "wall_s": round(wall, 1), "cpu_s": round(ours["cpu_s"], 1),
+                            "pages_per_cpu_s": round(pages / ours["cpu_s"], 2), "latency": latency,
+                            "last_line": ours["last_line"], "elapsed_s": round(time.perf_counter() - started, 1)}
+            print(f"{mode}: {pages} pages in {wall:.0f} s, {ours['cpu_s']:.0f} CPU-s ({pages / ours['cpu_s']:.1f} "
+                  f"pages/CPU-s); discovery latency of {latency['new_urls']} new URLs: p50 {latency['p50_s']} s, "
+                  f"p99 {latency['p99_s']} s, max {latency['max_s']} s", flush=True)
+    result["pages_per_cpu_s_ratio"] = round(result["continuous"]["pages_per_cpu_s"] / result["batch"]["pages_per_cpu_s"], 2)
+    return result
+
+
+def main() -> dict:
+    return side_by_side()
+
+
+def lines(result: dict) -> list[str]:
+    case = result["case"]
+    rows = ["| mode | pages | wall s | CPU s | pages / CPU-s | new URLs | discovery p50 s | p99 s | max s |",
+            "|---|---|---|---|---|---|---|---|---|"]
+    for mode in ("batch", "continuous"):
+        m, lat = result[mode], result[mode]["latency"]
+        rows.append(f"| {mode} | {m['pages']:,} | {m['wall_s']:.0f} | {m['cpu_s']:.0f} | {m['pages_per_cpu_s']:.1f} | "
+                    f"{lat['new_urls']:,} | {lat['p50_s']} | {lat['p99_s']} | {lat['max_s']} |")
+    return [f"The local test web with {case['hosts']} hosts x {case['pages']:,} realistic pages, politeness delay "
+            f"{case['delay_s']} s; each mode crawls from the host roots for {case['minutes']:g} minutes (stopped by "
+            f"its duration) with `fetcher.time_limit_s` = {case['segment_s']:g} s (continuous segments: at most "
+            "`continuous.segment_time_s`). Discovery latency: a new URL's `first_seen_at` minus the fetch time of "
+            "the first page linking to it (goal: p99 <= 60 s in continuous mode).", "", *rows, "",
+            f"Continuous / batch pages per CPU-second = **{result['pages_per_cpu_s_ratio']:.2f}** (goal >= 1). "
+            f"Continuous mode's last line: `{result['continuous']['last_line']}`."]
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["crawl"]:
+        crawl_for_a_while(sys.argv[2], sys.argv[3], sys.argv[4])
+    else:
+        print(json.dumps(main()))
