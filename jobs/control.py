@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import crawldb_table, ensure_table
+from crawler_lib.spark.tables import crawldb_table, ensure_table, run_merge
 from crawler_lib.urls import UrlRejected, host_key, normalize
 from jobs.base import CrawlJob, utc_now
 
@@ -75,10 +75,10 @@ class HostPolicy(CrawlJob):
         version += 1
         values = {**wanted, "policy_version": version, "policy_updated_at": utc_now()}
         source = spark.createDataFrame([{"host_key": args.host_key, **values}], schemas.host_state())
-        (table.alias("t").merge(source.alias("s"), "t.host_key = s.host_key")
+        run_merge(table.alias("t").merge(source.alias("s"), "t.host_key = s.host_key")
          .whenMatchedUpdate(set={c: f"s.{c}" for c in values})
          .whenNotMatchedInsert(values={"host_key": "s.host_key", **{c: f"s.{c}" for c in values}})
-         .execute())
+         )
         print(f"host-policy {args.host_key}: {policy_text(values)} (version {version})")
         return 0
 

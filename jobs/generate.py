@@ -99,13 +99,13 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
     expires = F.lit(now + timedelta(seconds=cfg["generate.lease_s"])).cast("timestamp_ntz")
     #    A host whose robots.txt lives on another host is fetched only if this segment owns both.
     lease_hosts = candidates.select("host_key").union(candidates.select(F.col("_robots_host").alias("host_key")))
-    (hostdb_table.alias("t")
+    run_merge(hostdb_table.alias("t")
      .merge(lease_hosts.distinct().alias("s"), "t.host_key = s.host_key")
      .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {sql_timestamp(now)}",
                         set={"lease_id": F.lit(segment_id), "lease_expires_at": expires})
      .whenNotMatchedInsert(values={"host_key": "s.host_key", "lease_id": F.lit(segment_id),
                                    "lease_expires_at": expires, "consecutive_failures": F.lit(0)})
-     .execute())
+     )
     owned = hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
     fetchlist = (candidates.join(owned, "host_key", "left_semi")
                  .join(owned.withColumnRenamed("host_key", "_robots_host"), "_robots_host", "left_semi")

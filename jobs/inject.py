@@ -82,9 +82,13 @@ def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None 
     metrics = run_merge(crawldb.alias("t").merge(seeds.alias("s"), "t.url = s.url")
                         .whenMatchedUpdate(condition=refresh, set=changes)
                         .whenNotMatchedInsertAll())
+    # A leased URL is being fetched: its segment fetches it, or hands it back due, within its fetch
+    # budget (fetcher.time_limit_s; continuous.segment_time_s in a continuous crawl).
+    leased = (crawldb.toDF().join(seeds.select("url"), "url", "left_semi")
+              .filter(F.col("lease_expires_at") > F.lit(now).cast("timestamp_ntz")).count()) if due_now else 0
     parsed.unpersist()
     return {"inserted": metrics.get("num_inserted_rows", 0),
-            "updated": metrics.get("num_updated_rows", 0), "bad_lines": bad_count}
+            "updated": metrics.get("num_updated_rows", 0), "leased": leased, "bad_lines": bad_count}
 
 
 class Inject(CrawlJob):
@@ -106,7 +110,9 @@ class Inject(CrawlJob):
     def execute(cls, spark, cfg, args) -> int:
         stats = run(spark, cfg, args.crawl_dir, args.seed_files, due_now=args.due_now)
         changed = "made due now or raised in priority" if args.due_now else "with raised priority"
-        print(f"injected {stats['inserted']} new URLs ({stats['updated']} known URLs {changed}, "
+        leased = (f", {stats['leased']} being fetched by a running segment (leased: fetched, or due again, "
+                  f"within its fetch budget)") if stats["leased"] else ""
+        print(f"injected {stats['inserted']} new URLs ({stats['updated']} known URLs {changed}{leased}, "
               f"{stats['bad_lines']} bad lines skipped)")
         return 0
 

@@ -86,7 +86,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         values = {c: (F.coalesce(F.col(f"s.{c}"), F.col(f"t.{c}")) if c in KEPT_WHEN_UNKNOWN else F.col(f"s.{c}"))
                   for c in HOST_FIELDS}
         release = F.when(F.col("t.lease_id") == segment_id, F.lit(None))
-        (hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
+        run_merge(hostdb_table.alias("t").merge(host_updates.alias("s"), "t.host_key = s.host_key")
          .whenMatchedUpdate(
              condition=f"t.updated_by_segment IS NULL OR t.updated_by_segment <= '{segment_id}'",
              set={**values, "updated_by_segment": F.lit(segment_id),
@@ -99,7 +99,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
          # Hosts this segment leased but sent no update for (nothing fetched): their leases end too.
          .whenNotMatchedBySourceUpdate(condition=f"t.lease_id = '{segment_id}'",
                                        set={"lease_id": F.lit(None), "lease_expires_at": F.lit(None)})
-         .execute())
+         )
     with in_background(update_hosts) if host_updates is not None else nullcontext():
         # 1. Apply results to the rows this segment leased (the decision table, as SQL).
         leased = crawldb.toDF().filter(F.col("lease_id") == segment_id)

@@ -35,12 +35,15 @@ def test_priority_inject_mid_crawl_is_generated_next_ahead_of_links(spark, cfg, 
     assert inject.run(spark, cfg, crawl, [urgent])["updated"] == 1  # priority only: link0 stays not due
     assert rows(spark, crawl)["http://a.com/link0"].next_fetch_at == later
     stats = inject.run(spark, cfg, crawl, [urgent], due_now=True)
-    assert stats == {"inserted": 0, "updated": 1, "bad_lines": 0}
+    assert stats == {"inserted": 0, "updated": 1, "leased": 0, "bad_lines": 0}
     assert inject.run(spark, cfg, crawl, [urgent], due_now=True)["updated"] == 0  # idempotent
 
     segment = generate.run(spark, cfg.with_overrides(generate__top_n=3), crawl)["segment"]
     leased = {r.url for r in read(spark, CrawlDir(crawl).segment(segment, "fetchlist")).collect()}
     assert {"http://a.com/link0", "http://a.com/new"} <= leased and len(leased) == 3
+    # Injected again while its segment holds them: said, and left to that segment
+    assert inject.run(spark, cfg, crawl, [urgent], due_now=True) == {"inserted": 0, "updated": 0, "leased": 2,
+                                                                      "bad_lines": 0}
 
 
 def test_host_policy_is_versioned_and_limits_the_next_generate(spark, cfg, tmp_path, capsys):

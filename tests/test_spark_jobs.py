@@ -23,7 +23,7 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
         "http://b.com/\tpriority=high", "http://b.com/?a=1\tcolour=red", "http://c.com/" + "?p=1" * 0])
     crawl = str(tmp_path / "crawl")
     stats = inject.run(spark, cfg, crawl, [seeds])
-    assert stats == {"inserted": 2, "updated": 0, "bad_lines": 3}
+    assert stats == {"inserted": 2, "updated": 0, "leased": 0, "bad_lines": 3}
     err = capsys.readouterr().err
     assert f"{seeds}:5: rejected URL (scheme_not_http)" in err
     assert f"{seeds}:6: priority is not a number" in err
@@ -508,3 +508,43 @@ def test_generate_shares_top_n_by_due_urls_up_to_each_hosts_capacity(spark, cfg,
     _write_hostdb(spark, capped, [{"host_key": "http://big.com", "crawl_delay_s": 2.0}])
     counts = per_host(capped, cfg.with_overrides(generate__top_n=20, fetcher__time_limit_s=10.0))
     assert counts.pop("http://big.com") == 5 and sum(counts.values()) == 15
+
+
+def test_a_merge_that_loses_a_race_with_another_writer_runs_again_on_the_new_version(spark, tmp_path):
+    """Another process commits (an operator's inject beside a continuous crawl) while our MERGE
+    computes its source: Delta refuses our commit, and run_merge runs the MERGE again on the new
+    version, where its condition still holds for every row but the one the other writer inserted."""
+    import threading
+    import time
+
+    from delta.tables import DeltaTable
+
+    from crawler_lib.spark.tables import run_merge
+
+    path, started = str(tmp_path / "table"), tmp_path / "source-started"
+    spark.range(20).withColumn("v", F.lit(0)).write.format("delta").save(path)
+
+    @F.udf("long")
+    def slow(value):  # in a Python worker: says it has started, then takes its time
+        import pathlib
+        import time
+        pathlib.Path(started).touch()
+        time.sleep(0.1)
+        return value
+
+    def other_writer():
+        deadline = time.monotonic() + 60
+        while not started.exists() and time.monotonic() < deadline:
+            time.sleep(0.02)
+        (DeltaTable.forPath(spark, path).alias("t").merge(spark.range(20, 21).withColumn("v", F.lit(9)).alias("s"),
+                                                          "t.id = s.id").whenNotMatchedInsertAll().execute())
+    source = spark.range(21).select(slow("id").alias("id"), F.lit(1).alias("v")).repartition(1)
+    pauses = []
+    writer = threading.Thread(target=other_writer)
+    writer.start()
+    counts = run_merge(DeltaTable.forPath(spark, path).alias("t").merge(source.alias("s"), "t.id = s.id")
+                       .whenMatchedUpdate(condition="t.v = 0", set={"v": "s.v"}).whenNotMatchedInsertAll(),
+                       sleep=pauses.append)
+    writer.join()
+    assert len(pauses) == 1 and counts["num_updated_rows"] == 20 and counts["num_inserted_rows"] == 0
+    assert {r.v: r["count"] for r in read(spark, path).groupBy("v").count().collect()} == {1: 20, 9: 1}
