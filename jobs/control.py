@@ -13,7 +13,7 @@ from pyspark.sql import functions as F
 from crawler_lib import status as st
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.spark import schemas
-from crawler_lib.spark.tables import crawldb_table, ensure_table, run_merge
+from crawler_lib.spark.tables import again_if_lost_race, crawldb_table, ensure_table, run_merge
 from crawler_lib.urls import UrlRejected, host_key, normalize
 from jobs.base import CrawlJob, utc_now
 
@@ -110,9 +110,9 @@ class Unblock(CrawlJob):
             condition &= F.col("reason") == args.reason
         matched = table.toDF().filter(condition).count()
         if matched:
-            table.update(condition=condition, set={
+            again_if_lost_race(lambda: table.update(condition=condition, set={
                 "status": F.lit(st.UNFETCHED), "reason": F.lit("unblocked"),
-                "next_fetch_at": F.lit(utc_now()).cast("timestamp_ntz")})
+                "next_fetch_at": F.lit(utc_now()).cast("timestamp_ntz")}))
         print(f"unblock: {matched} URLs unblocked (due at the next generate; exclusions and bounds still apply)")
         return 0
 

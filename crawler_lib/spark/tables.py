@@ -9,7 +9,7 @@ import logging
 import random
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator, Mapping, Optional
+from typing import Callable, Iterator, Mapping, Optional, TypeVar
 
 from delta.tables import DeltaTable
 from pyspark import InheritableThread
@@ -19,6 +19,7 @@ from pyspark.sql.types import StructType
 from crawler_lib.spark import schemas
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 # Deletion vectors on the CrawlDB alone: a cycle's leases and results touch rows in every one of its
 # files, and without them each MERGE rewrites the whole table (10 M URLs: generate 44 s with, 66 s
@@ -98,25 +99,31 @@ def ensure_table(spark: SparkSession, path: str, schema: StructType,
 # (an operator's inject, unblock or host-policy beside `crawl --continuous`, whose loop writes every
 # few seconds) fails with one of these; the operation may be tried again (Delta's own advice).
 LOST_RACE_MARKERS = ("DELTA_CONCURRENT_", "DELTA_METADATA_CHANGED", "DELTA_PROTOCOL_CHANGED")
-MERGE_ATTEMPTS = 6
+WRITE_ATTEMPTS = 6
 
 
 def lost_a_race(error: BaseException) -> bool:
     return any(marker in str(error) for marker in LOST_RACE_MARKERS)
 
 
-def run_merge(builder, sleep: Callable[[float], None] = time.sleep) -> dict[str, int]:
-    """Execute a Delta MERGE; its row counts (num_updated_rows, num_inserted_rows, ...). A MERGE that
-    lost a race with another writer runs again, against the table's new version, after a growing
-    pause: every MERGE of ours is conditional (leases, versions, absent keys), so running it again
-    changes only what its conditions still allow."""
-    for attempt in range(MERGE_ATTEMPTS):
+def again_if_lost_race(operation: Callable[[], T], sleep: Callable[[float], None] = time.sleep) -> T:
+    """Run a Delta write; one that lost a race with another writer runs again, against the table's
+    new version, after a growing pause. For conditional writes only (leases, versions, absent keys,
+    a status), which then change only what their conditions still allow."""
+    attempts = 0
+    while True:
         try:
-            row = builder.execute().first()
-            break
+            return operation()
         except Exception as error:  # py4j's or pyspark's wrapper of Delta's exception
-            if attempt == MERGE_ATTEMPTS - 1 or not lost_a_race(error):
+            attempts += 1
+            if attempts == WRITE_ATTEMPTS or not lost_a_race(error):
                 raise
-            log.info("a MERGE lost a race with another writer of its table; trying again (%d)", attempt + 1)
-            sleep(0.2 * 2 ** attempt * (0.5 + random.random()))
+            log.info("a write lost a race with another writer of its table; trying again (%d)", attempts)
+            sleep(0.2 * 2 ** attempts * (0.5 + random.random()))
+
+
+def run_merge(builder, sleep: Callable[[float], None] = time.sleep) -> dict[str, int]:
+    """Execute a Delta MERGE (every one of ours is conditional), again if it lost a race; its row
+    counts (num_updated_rows, num_inserted_rows, ...)."""
+    row = again_if_lost_race(lambda: builder.execute().first(), sleep)
     return {k: int(v or 0) for k, v in row.asDict().items()} if row is not None else {}
