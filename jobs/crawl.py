@@ -185,10 +185,11 @@ class ContinuousCrawl:
 
     def _start(self, segment: str) -> None:
         def fetch_segment():
-            self.spark.sparkContext.setJobGroup(f"continuous fetch {segment}", f"continuous fetch {segment}")
-            # Unwrapped: execution settings are the loop thread's to change (sized_to_inputs).
-            return fetch.run.__wrapped__(self.spark, self.cfg, self.crawl_dir, segment, None, self.report,
-                                         self.stop)
+            # A session of its own (the same SparkContext): a step's execution settings (sized_to_inputs)
+            # are SQL settings of its session, and the loop's thread changes its own meanwhile.
+            session = self.spark.newSession()
+            session.sparkContext.setJobGroup(f"continuous fetch {segment}", f"continuous fetch {segment}")
+            return fetch.run(session, self.cfg, self.crawl_dir, segment, None, self.report, self.stop)
         self.fetching[segment] = self.pool.submit(fetch_segment)
         self.fetching[segment].add_done_callback(lambda _done: self.wake.set())
 

@@ -1,14 +1,14 @@
 """generate: lease due URLs into a new segment's fetch list, one host per fetch partition.
 
 Due: next_fetch_at <= now, not blocked, no live lease, host (or, with generate.place_by_ip, its last
-resolved address) not leased by another segment, and not in backoff (429/503, failures, or deferred for a Crawl-delay longer than we grant). Selected by the
-frontier rules (crawler_lib.spark.frontier: priority, each host's share and capacity, top_n). URLs
-matching exclusions.patterns or disallowed by the host's fresh cached robots.txt are marked (blocked /
-robots_denied, in the commit below) instead of leased, and the selection is made again without them
-to fill their slots (generate.screen_rounds). A host's fetch partition is a stable hash of its IP address (last
-resolved, or its IP literal or `http.resolve` pin: hosts sharing one go together,
-`generate.place_by_ip`), else of its host key; a host whose robots.txt redirects to another host is
-placed with that host (so one task owns both). Writes, in order: the host leases (HostDB,
+resolved address) not leased by another segment, and not in backoff (429/503, failures, or deferred
+for a Crawl-delay longer than we grant). Selected by the frontier rules (crawler_lib.spark.frontier:
+priority, each host's share and capacity, top_n). URLs matching exclusions.patterns or disallowed by
+the host's fresh cached robots.txt are marked (blocked / robots_denied, in the commit below) instead of
+leased, and the selection is made again without them to fill their slots (generate.screen_rounds). A
+host's fetch partition is a stable hash of its IP address (last resolved, or its IP literal or
+`http.resolve` pin: hosts sharing one go together, `generate.place_by_ip`), else of its host key; a
+host whose robots.txt redirects to another host is placed with that host (so one task owns both). Writes, in order: the host leases (HostDB,
 conditional: one live owner per host), the fetch list, then one CrawlDB MERGE with the URL leases
 (version+1, lease_id = segment id, lease expiry) and the screen's marks: the commit point. A crash
 before it leaves an orphan fetch list whose results updatedb ignores (versions do not match), host
@@ -94,18 +94,18 @@ def run(spark, cfg, crawl_dir: str, top_n: Optional[int] = None, now: Optional[d
         return {"segment": None, "urls": 0, "hosts": 0, "partitions": partitions, "robots_denied": denied,
                 "excluded": excluded}
 
-    # 1. Host leases: a host is owned by at most one live segment (conditional MERGE; Delta's
-    #    conflict detection makes one of two concurrent generates fail rather than both win).
+    # 1. Host leases: a host is owned by at most one live segment (a conditional MERGE; one that loses
+    #    a race with another writer runs again on the new version, where the condition keeps the
+    #    other's leases). A host whose robots.txt lives on another host is fetched only if this
+    #    segment owns both.
     expires = F.lit(now + timedelta(seconds=cfg["generate.lease_s"])).cast("timestamp_ntz")
-    #    A host whose robots.txt lives on another host is fetched only if this segment owns both.
     lease_hosts = candidates.select("host_key").union(candidates.select(F.col("_robots_host").alias("host_key")))
     run_merge(hostdb_table.alias("t")
-     .merge(lease_hosts.distinct().alias("s"), "t.host_key = s.host_key")
-     .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {sql_timestamp(now)}",
-                        set={"lease_id": F.lit(segment_id), "lease_expires_at": expires})
-     .whenNotMatchedInsert(values={"host_key": "s.host_key", "lease_id": F.lit(segment_id),
-                                   "lease_expires_at": expires, "consecutive_failures": F.lit(0)})
-     )
+              .merge(lease_hosts.distinct().alias("s"), "t.host_key = s.host_key")
+              .whenMatchedUpdate(condition=f"t.lease_id IS NULL OR t.lease_expires_at <= {sql_timestamp(now)}",
+                                 set={"lease_id": F.lit(segment_id), "lease_expires_at": expires})
+              .whenNotMatchedInsert(values={"host_key": "s.host_key", "lease_id": F.lit(segment_id),
+                                            "lease_expires_at": expires, "consecutive_failures": F.lit(0)}))
     owned = hostdb_table.toDF().filter(F.col("lease_id") == segment_id).select("host_key")
     fetchlist = (candidates.join(owned, "host_key", "left_semi")
                  .join(owned.withColumnRenamed("host_key", "_robots_host"), "_robots_host", "left_semi")
