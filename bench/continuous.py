@@ -18,7 +18,8 @@ not discovered yet) and to every host's root (fetched long ago, so not due). Its
 inject's return to the URL's lease (the generate that took it: its segment's timestamp) and to its fetch.
 
 Environment: BENCH_CONTINUOUS_MINUTES (20), BENCH_CONTINUOUS_SEGMENT_S (600), BENCH_CONTINUOUS_HOSTS (20),
-BENCH_CONTINUOUS_PAGES (100,000 per host: links keep finding new pages all along; sitemaps are excluded), BENCH_CONTINUOUS_DELAY_S (0.5).
+BENCH_CONTINUOUS_PAGES (100,000 per host: links keep finding new pages all along; sitemaps are excluded),
+BENCH_CONTINUOUS_DELAY_S (0.5).
 """
 from __future__ import annotations
 
@@ -39,7 +40,8 @@ CASE = {"minutes": float(os.environ.get("BENCH_CONTINUOUS_MINUTES", "20")),
 def _config(case: dict):
     from crawler_lib.config import Config
     # Sitemaps excluded: they would list every page at once, and discovery is by links here.
-    return Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"], "exclusions.patterns": [r"/sitemap\.xml$"],
+    return Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"],
+                                  "exclusions.patterns": [r"/sitemap\.xml$"],
                                   "politeness.default_delay_s": case["delay_s"],
                                   "fetcher.time_limit_s": case["segment_s"]})
 

@@ -108,18 +108,56 @@ def _lines(fs, name: str):
             yield line
 
 
-def journaled_results(directory: str) -> list[dict]:
-    """The URL outcomes every attempt of every task of a fetch has journalled so far (the running or
-    interrupted fetch of `updatedb --running`), each with its task's `fetch_partition`."""
-    fs, path = fsspec.core.url_to_fs(directory.rstrip("/"))
+def _new_lines(fs, path: str, offsets: dict[str, int]):
+    """(file, line) of the journal files under `path`, from each file's offset in `offsets` (advanced
+    past what is read) to its last whole line: a line being written is read next time, and a line cut
+    by a hard exit, never completed, ends what is read of its file."""
     fs.invalidate_cache(path)
-    results = {}
-    for name in sorted(fs.find(path)) if fs.exists(path) else []:
-        partition = int(name.rstrip("/").split("/")[-2].removeprefix("part-"))
-        for line in _lines(fs, name):
+    try:
+        names = sorted(fs.find(path)) if fs.exists(path) else []
+    except OSError:
+        return
+    for name in names:
+        offset = offsets.get(name, 0)
+        if offset < 0:
+            continue
+        try:
+            with fs.open(name, "rb") as handle:
+                handle.seek(offset)
+                data = handle.read()
+        except OSError:
+            continue
+        whole = data[:data.rfind(b"\n") + 1]
+        offsets[name] = offset + len(whole)
+        for raw in whole.decode("utf-8", errors="replace").splitlines():
+            try:
+                line = json.loads(raw, object_hook=_decode)  # a JSON object cut short never parses
+            except (ValueError, KeyError):
+                offsets[name] = -1  # cut by a hard exit: the rest of this file was never written
+                break
+            yield name, line
+
+
+class JournaledResults:
+    """The URL outcomes every attempt of every task of a fetch has journalled (the running or interrupted
+    fetch of `updatedb --running`), each with its task's `fetch_partition`: each call of `new` reads
+    only what was journalled since the last one (the loop of `crawl --continuous` keeps its reader)."""
+
+    def __init__(self, directory: str):
+        self.fs, self.path = fsspec.core.url_to_fs(directory.rstrip("/"))
+        self._offsets: dict[str, int] = {}
+        self.urls: set[str] = set()  # every URL with an outcome read so far
+        self.reads = 0
+
+    def new(self) -> list[dict]:
+        self.reads += 1
+        results = {}
+        for name, line in _new_lines(self.fs, self.path, self._offsets):
             if line.pop("k") == "url":
+                partition = int(name.rstrip("/").split("/")[-2].removeprefix("part-"))
                 results[line["url"]] = {**line, "fetch_partition": partition}
-    return list(results.values())
+        self.urls.update(results)
+        return list(results.values())
 
 
 class FetchJournal:
@@ -223,26 +261,11 @@ class JournalTail:
         self.hosts_requested: dict[str, float] = {}  # host key -> last request start (epoch)
 
     def poll(self) -> None:
-        self.fs.invalidate_cache(self.path)
-        try:
-            names = self.fs.find(self.path)
-        except OSError:
-            return
-        for name in sorted(names):
-            offset = self._offsets.get(name, 0)
+        for _name, line in _new_lines(self.fs, self.path, self._offsets):
             try:
-                with self.fs.open(name, "rb") as handle:
-                    handle.seek(offset)
-                    data = handle.read()
-            except OSError:
+                self._add(line)
+            except (KeyError, TypeError):
                 continue
-            whole = data[:data.rfind(b"\n") + 1]
-            self._offsets[name] = offset + len(whole)
-            for raw in whole.splitlines():
-                try:
-                    self._add(json.loads(raw))
-                except (ValueError, KeyError, TypeError):
-                    continue  # a line cut by a killed attempt
 
     def _add(self, line: dict) -> None:
         kind = line["k"]

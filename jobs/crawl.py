@@ -26,6 +26,7 @@ from typing import Callable, Optional
 from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir, CrawlError
+from crawler_lib.journal import JournaledResults
 from crawler_lib.spark.progress import SparkProgress
 from crawler_lib.spark.tables import is_delta, read
 from crawler_lib.stop import GracefulStop
@@ -118,7 +119,7 @@ class ContinuousCrawl:
         self.pool = ThreadPoolExecutor(self.fetches, thread_name_prefix="continuous-fetch")
         self.fetching: dict[str, Future] = {}
         self.hosts: dict[str, int] = {}
-        self.journaled: dict[str, int] = {}
+        self.journals: dict[str, JournaledResults] = {}
         self.totals: Counter = Counter()
         self.wake = threading.Event()
         self.round_s = 0.0
@@ -194,21 +195,21 @@ class ContinuousCrawl:
         self.fetching[segment].add_done_callback(lambda _done: self.wake.set())
 
     def _apply(self, segment: str, committed: bool) -> None:
-        stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True)
+        journal = None if committed else self.journals.setdefault(
+            segment, JournaledResults(self.crawl.segment(segment, "journal")))
+        stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True, journal=journal)
         self.totals["applied"] += stats["applied"]
         self.totals["discovered"] += stats["new_urls"]
         if committed:
             self.totals["segments"] += 1
-            self.journaled.pop(segment, None)
+            self.journals.pop(segment, None)
             self.hosts.pop(segment, None)
-        elif stats["journaled"]:
-            self.journaled[segment] = stats["journaled"]
 
     def _line(self, elapsed_s: float) -> str:
         """`lag`: the longest a journalled result can wait to be applied (a wait, then a round)."""
         return (f"continuous {elapsed_s:.0f}s: {len(self.fetching)} segments fetching "
                 f"({sum(self.hosts.get(s, 0) for s in self.fetching)} hosts, "
-                f"{sum(self.journaled.values())} URLs done), {self.totals['segments']} segments done; "
+                f"{sum(len(j.urls) for j in self.journals.values())} URLs done), {self.totals['segments']} segments done; "
                 f"applied {self.totals['applied']} results, discovered {self.totals['discovered']} new URLs; "
                 f"lag <= {self.apply_interval_s + self.round_s:.0f}s")
 

@@ -26,7 +26,7 @@ from pyspark.sql import functions as F
 from crawler_lib import status as st
 from crawler_lib.crawldb import FINGERPRINT_FIELDS, URL_STATE_COLUMNS
 from crawler_lib.crawldir import CrawlDir, CrawlError
-from crawler_lib.journal import journaled_results
+from crawler_lib.journal import JournaledResults
 from crawler_lib.schema import FETCH_RESULT, HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import discovery, schemas, segments
 from crawler_lib.spark.session import sized_to_inputs
@@ -43,11 +43,13 @@ KEPT_WHEN_UNKNOWN = ("robots_status", "robots_body", "robots_fetched_at", "robot
 
 @sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
-        running: bool = False) -> dict:
+        running: bool = False, journal: Optional[JournaledResults] = None) -> dict:
     """`running`: a segment whose fetch has not committed (running, or interrupted) gets the results
     its fetch tasks have journalled so far, parsed here, and their new URLs; host state and the rest
     of the results wait for the updatedb after the fetch, which does not apply them twice. A committed
-    segment fetched without parsing (`crawl --continuous`) gets its results not applied yet parsed here."""
+    segment fetched without parsing (`crawl --continuous`) gets its results not applied yet parsed here.
+    `journal`: the segment's journal reader a caller keeps between calls (`crawl --continuous`), so
+    that each call reads, and looks up in the CrawlDB, only what was journalled since the last."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
@@ -66,7 +68,9 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
             pending = _unapplied(crawldb, segment_id, fetch.join(tasks, "url", "left"))
             fetch, parse = pending.drop("fetch_partition"), _parsed(spark, cfg, crawl, pending)
     elif running:
-        fetch, parse, journaled = _journaled_so_far(spark, cfg, crawl, segment_id, crawldb)
+        journal = journal or JournaledResults(crawl.segment(segment_id, "journal"))
+        fetch, parse = _journaled_so_far(spark, cfg, crawl, segment_id, crawldb, journal)
+        journaled = len(journal.urls)
         if fetch is None:
             return {"segment": segment_id, "journaled": journaled, "applied": 0, "new_urls": 0,
                     "sitemap_refreshed": 0, "fingerprints_refreshed": 0}
@@ -142,19 +146,23 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
             "sitemap_refreshed": refreshed, "fingerprints_refreshed": refingerprinted}
 
 
-def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str, crawldb):
-    """(results not applied yet, their parses, how many results are journalled) of what the tasks of a
-    fetch that has not committed have journalled; (None, None, n) when all are applied."""
-    rows = journaled_results(crawl.segment(segment_id, "journal"))
+def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str, crawldb, journal: JournaledResults):
+    """(results not applied yet, their parses) of what the tasks of a fetch that has not committed have
+    journalled since `journal` last read; (None, None) when there is none. Only a first read looks for
+    results applied already (by an earlier run): later ones were journalled after it, and the MERGE's
+    lease and version condition applies none twice anyway."""
+    first_read = journal.reads == 0
+    rows = journal.new()
     if not rows:
-        return None, None, 0
+        return None, None
     columns = [*schemas.fetch_result().fieldNames(), "fetch_partition"]
     results = spark.createDataFrame([tuple(r.get(c) for c in columns) for r in rows],
                                     schemas.struct(f"{FETCH_RESULT}, fetch_partition int"))
-    pending = _unapplied(crawldb, segment_id, results)
-    if pending.isEmpty():
-        return None, None, len(rows)
-    return pending.drop("fetch_partition"), _parsed(spark, cfg, crawl, pending), len(rows)
+    if first_read:
+        results = _unapplied(crawldb, segment_id, results)
+        if results.isEmpty():
+            return None, None
+    return results.drop("fetch_partition"), _parsed(spark, cfg, crawl, results)
 
 
 def _unapplied(crawldb, segment_id: str, results):

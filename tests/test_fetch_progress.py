@@ -1,7 +1,8 @@
-"""The driver's progress line while a fetch runs, read from the fetch tasks' journals."""
+"""What the driver reads of a running fetch from its tasks' journals: its progress line, and the results
+`crawl --continuous` applies as they come."""
 import time
 
-from crawler_lib.journal import FetchJournal, FetchProgress, JournalTail
+from crawler_lib.journal import FetchJournal, FetchProgress, JournaledResults, JournalTail
 
 
 def _journal_one(directory, token, host, url, status, at, outcome="response"):
@@ -30,6 +31,24 @@ def test_each_poll_reads_only_new_whole_lines(tmp_path):
     assert line == ("fetch s1: 3 of 6 URLs (50%) in 1m30s, 4.0 MB, 1 of 1 hosts active; "
                     "200=1 404=1 network_error=1, ETA 1m30s")
     assert "0 of 1 hosts active" in tail.line("fetch s1", 6, 90.0, now + 60, 30)
+
+
+def test_each_read_of_journaled_results_returns_only_what_was_journalled_since(tmp_path):
+    results = JournaledResults(str(tmp_path / "journal"))
+    assert results.new() == []  # no journal yet
+    _journal_one(str(tmp_path / "journal" / "part-00003"), "3-0-a", "http://a.test", "http://a.test/1", 200, 0.0)
+    being_written = tmp_path / "journal" / "part-00001" / "1-0-b.jsonl"
+    being_written.parent.mkdir()
+    being_written.write_text('{"k":"url","url":"http://b.test/1","outcome":"response","http_status":404}\n{"k":"u')
+    first = results.new()
+    assert sorted((r["url"], r["fetch_partition"], r["http_status"]) for r in first) == [
+        ("http://a.test/1", 3, 200), ("http://b.test/1", 1, 404)]
+    assert results.new() == []  # nothing new: nothing read twice
+    with open(being_written, "a") as handle:  # the line being written is done, and one more follows
+        handle.write('rl","url":"http://b.test/2","outcome":"response","http_status":200}\nnot json\n'
+                     '{"k":"url","url":"http://b.test/3","outcome":"response","http_status":200}\n')
+    assert [r["url"] for r in results.new()] == ["http://b.test/2"]  # a line never completed ends its file
+    assert results.new() == [] and results.urls == {"http://a.test/1", "http://b.test/1", "http://b.test/2"}
 
 
 def test_progress_lines_come_every_interval_and_stop_with_the_fetch(tmp_path):
