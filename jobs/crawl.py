@@ -207,9 +207,10 @@ class ContinuousCrawl:
 
     def _line(self, elapsed_s: float) -> str:
         """`lag`: the longest a journalled result can wait to be applied (a wait, then a round)."""
+        done = sum(len(journal.urls) for journal in self.journals.values())
         return (f"continuous {elapsed_s:.0f}s: {len(self.fetching)} segments fetching "
-                f"({sum(self.hosts.get(s, 0) for s in self.fetching)} hosts, "
-                f"{sum(len(j.urls) for j in self.journals.values())} URLs done), {self.totals['segments']} segments done; "
+                f"({sum(self.hosts.get(s, 0) for s in self.fetching)} hosts, {done} URLs done), "
+                f"{self.totals['segments']} segments done; "
                 f"applied {self.totals['applied']} results, discovered {self.totals['discovered']} new URLs; "
                 f"lag <= {self.apply_interval_s + self.round_s:.0f}s")
 

@@ -8,12 +8,12 @@ the host's fresh cached robots.txt are marked (blocked / robots_denied, in the c
 leased, and the selection is made again without them to fill their slots (generate.screen_rounds). A
 host's fetch partition is a stable hash of its IP address (last resolved, or its IP literal or
 `http.resolve` pin: hosts sharing one go together, `generate.place_by_ip`), else of its host key; a
-host whose robots.txt redirects to another host is placed with that host (so one task owns both). Writes, in order: the host leases (HostDB,
-conditional: one live owner per host), the fetch list, then one CrawlDB MERGE with the URL leases
-(version+1, lease_id = segment id, lease expiry) and the screen's marks: the commit point. A crash
-before it leaves an orphan fetch list whose results updatedb ignores (versions do not match), host
-leases that expire, and refused URLs unmarked (screened again next time); after it, leases expire
-and the URLs return to the pool.
+host whose robots.txt redirects to another host is placed with that host (so one task owns both).
+Writes, in order: the host leases (HostDB, conditional: one live owner per host), the fetch list, then
+one CrawlDB MERGE with the URL leases (version+1, lease_id = segment id, lease expiry) and the screen's
+marks: the commit point. A crash before it leaves an orphan fetch list whose results updatedb ignores
+(versions do not match), host leases that expire, and refused URLs unmarked (screened again next time);
+after it, leases expire and the URLs return to the pool.
 """
 from __future__ import annotations
 
