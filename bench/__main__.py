@@ -78,7 +78,7 @@ def whole_crawl_lines(results: dict) -> list[str]:
     for result in results.values():
         ours, peer = result["ours"], result["scrapy"]
         web = ("text-dense pages of lognormal size (median ~60 KB), 20 internal and 3 external links each, "
-               f"{ours['cycles']} cycles of generate.top_n = {result['top_n']}" if result["case"] == "realistic"
+               f"{ours['cycles']} cycles of generate.top_n = {result['top_n']}" if result["case"].startswith("realistic")
                else "small pages, links within and across hosts, cycles until nothing is due")
         lines += [
             f"**{result['case']}**: the local test web with {result['hosts']} hosts x {result['pages_per_host']} "

@@ -19,7 +19,7 @@ inject's return to the URL's lease (the generate that took it: its segment's tim
 
 Environment: BENCH_CONTINUOUS_MINUTES (20), BENCH_CONTINUOUS_SEGMENT_S (600), BENCH_CONTINUOUS_HOSTS (20),
 BENCH_CONTINUOUS_PAGES (100,000 per host: links keep finding new pages all along; sitemaps are excluded),
-BENCH_CONTINUOUS_DELAY_S (0.5).
+BENCH_CONTINUOUS_DELAY_S (0.5), BENCH_CONTINUOUS_MODES (batch,continuous: one alone to profile it; no ratio then).
 """
 from __future__ import annotations
 
@@ -35,6 +35,7 @@ CASE = {"minutes": float(os.environ.get("BENCH_CONTINUOUS_MINUTES", "20")),
         "hosts": int(os.environ.get("BENCH_CONTINUOUS_HOSTS", "20")),
         "pages": int(os.environ.get("BENCH_CONTINUOUS_PAGES", "100000")),
         "delay_s": float(os.environ.get("BENCH_CONTINUOUS_DELAY_S", "0.5"))}
+MODES = os.environ.get("BENCH_CONTINUOUS_MODES", "batch,continuous").split(",")
 
 
 def _config(case: dict):
@@ -56,13 +57,17 @@ def priority_urls(seeds: str, case: dict) -> list[str]:
 def crawl_for_a_while(mode: str, seeds: str, crawl_dir: str) -> None:
     """Runs in its own process: crawls until the case's duration stops it, the operator's inject
     halfway; prints the tree's CPU and when the inject returned."""
-    from bench.crawldb import tree_cpu_s
+    from bench.crawldb import jvm_cpu_breakdown, tree_cpu_s
+    from bench.whole_crawl import task_cpu_by_step
     from crawler_lib.spark.session import get_spark
     from crawler_lib.stop import GracefulStop
     from jobs import crawl, inject
     from jobs.base import utc_now
     cfg = _config(CASE)
-    spark = get_spark(f"bench-{mode}", cfg, {"spark.ui.enabled": "false"})
+    event_log = f"{crawl_dir}-eventlog"
+    os.makedirs(event_log)
+    spark = get_spark(f"bench-{mode}", cfg, {"spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
+                                             "spark.eventLog.compress": "false", "spark.eventLog.dir": event_log})
     spark.sparkContext.setLogLevel("ERROR")
     lines: list[str] = []
     injected: dict = {}
@@ -88,9 +93,11 @@ def crawl_for_a_while(mode: str, seeds: str, crawl_dir: str) -> None:
             crawl.run(spark, cfg, crawl_dir, 10 ** 6, seeds=[seeds], report=report, stop=stop)
     operator.cancel()
     operator.join()
-    print("RESULT " + json.dumps({"cpu_s": tree_cpu_s(os.getpid()), "last_line": lines[-1],
-                                  "injected": injected}))
-    spark.stop()
+    figures = {"cpu_s": tree_cpu_s(os.getpid()), "last_line": lines[-1], "injected": injected,
+               "cpu_by_part": {"Python driver": time.process_time(), **jvm_cpu_breakdown(os.getpid())}}
+    spark.stop()  # flushes the event log
+    figures["task_cpu_by_step"] = task_cpu_by_step(event_log)
+    print("RESULT " + json.dumps(figures))
 
 
 def _fetched_results(spark, crawl):
@@ -159,7 +166,7 @@ def side_by_side() -> dict:
     from crawler_lib.spark.session import get_spark
     from crawler_lib.testweb.process import local_test_web
     result = {"case": CASE}
-    for mode in ("batch", "continuous"):
+    for mode in MODES:
         with tempfile.TemporaryDirectory() as tmp, local_test_web(
                 tmp, CASE["hosts"], CASE["pages"], lifetime_s=CASE["minutes"] * 60 + 900, realistic_crawl=True) as (
                 host_keys, log_path, _pid):
@@ -178,14 +185,22 @@ def side_by_side() -> dict:
                                           ours["injected"]["at"]) if ours["injected"] else None
             result[mode] = {"pages": pages, "wall_s": round(wall, 1), "cpu_s": round(ours["cpu_s"], 1),
                             "pages_per_cpu_s": round(pages / ours["cpu_s"], 2), "latency": latency,
-                            "injection": injection,
+                            "injection": injection, "cpu_by_part": ours["cpu_by_part"],
+                            "task_cpu_by_step": ours["task_cpu_by_step"],
                             "last_line": ours["last_line"], "elapsed_s": round(time.perf_counter() - started, 1)}
             print(f"{mode}: {pages} pages in {wall:.0f} s, {ours['cpu_s']:.0f} CPU-s ({pages / ours['cpu_s']:.1f} "
                   f"pages/CPU-s); discovery latency of {latency['new_urls']} new URLs: p50 {latency['p50_s']} s, "
-                  f"p99 {latency['p99_s']} s, max {latency['max_s']} s; injected high-priority URLs: {injection}",
-                  flush=True)
+                  f"p99 {latency['p99_s']} s, max {latency['max_s']} s; injected high-priority URLs: {injection}; "
+                  f"CPU-s by part {_rounded(ours['cpu_by_part'])}, JVM task CPU-s by step "
+                  f"{_rounded(ours['task_cpu_by_step'])}", flush=True)
+    if len(MODES) < 2:
+        return result
     result["pages_per_cpu_s_ratio"] = round(result["continuous"]["pages_per_cpu_s"] / result["batch"]["pages_per_cpu_s"], 2)
     return result
+
+
+def _rounded(seconds: dict) -> str:
+    return ", ".join(f"{name} {value:.0f}" for name, value in seconds.items())
 
 
 def main() -> dict:
@@ -215,7 +230,10 @@ def lines(result: dict) -> list[str]:
             "--due-now` of high-priority URLs (every host's root and last two pages); from its return to their "
             "lease and fetch (goal: p99 of the lease <= 10 minutes).", "", *rows, "",
             f"Continuous / batch pages per CPU-second = **{result['pages_per_cpu_s_ratio']:.2f}** (goal >= 1). "
-            f"Continuous mode's last line: `{result['continuous']['last_line']}`."]
+            f"Continuous mode's last line: `{result['continuous']['last_line']}`.", "",
+            *[f"{mode}: CPU-s by part (threads of the Spark JVM by name, from /proc): "
+              f"{_rounded(result[mode]['cpu_by_part'])}; JVM CPU-s of Spark tasks by step (event log): "
+              f"{_rounded(result[mode]['task_cpu_by_step'])}." for mode in ("batch", "continuous")]]
 
 
 if __name__ == "__main__":

@@ -7,9 +7,10 @@ roots and robots.txt sitemaps, following every link, one request per host in fli
 our delay, stopped after as many responses as ours got; its CPU from interpreter start. Pages = 200
 responses for pages in the test web's own log (robots.txt and sitemaps not counted).
 
-Two cases: `small` (small pages until nothing is due: the crawl machinery, scheduling, cycles,
-start-up) and `realistic` (issue 14's: 200 hosts x 100 text-dense pages of lognormal size, median
-~60 KB, 20 internal and 3 external links each, 3 cycles of generate.top_n = 4000).
+Three cases: `small` (small pages until nothing is due: the crawl machinery, scheduling, cycles,
+start-up), `realistic` (issue 14's: 200 hosts x 100 text-dense pages of lognormal size, median
+~60 KB, 20 internal and 3 external links each, 3 cycles of generate.top_n = 4000) and `realistic_10x`
+(the same web and cycles with ten times the hosts and top_n: ten times the pages).
 """
 from __future__ import annotations
 
@@ -26,6 +27,8 @@ CASES = {
               "pages": int(os.environ.get("BENCH_CRAWL_PAGES", "200")),
               "delay_s": 0.05, "cycles": 12, "top_n": 1_000_000, "realistic": False},
     "realistic": {"hosts": 200, "pages": 100, "delay_s": 0.1, "cycles": 3, "top_n": 4000, "realistic": True},
+    "realistic_10x": {"hosts": 2000, "pages": 100, "delay_s": 0.1, "cycles": 3, "top_n": 40_000, "realistic": True,
+                      "web_lifetime_s": 7200},
 }
 
 
@@ -48,7 +51,8 @@ def our_crawl(seeds: str, crawl_dir: str, case_name: str) -> None:
     cycles = [{"fetched": sum(c["fetched"].values()), "elapsed_s": c["elapsed_s"], "fetch_s": c["step_s"]["fetch"]}
               for c in history]
     figures = {"cycles": cycles, "cpu_s": tree_cpu_s(os.getpid()),
-               "dedup": next((line for line in reported if line.startswith("dedup:")), "dedup: did not run"),
+               "dedup": next((line for line in reported if line.startswith("dedup: ") and " fetched pages " in line),
+                             "dedup: did not run"),
                "cpu_by_part": {"Python driver": time.process_time(), **jvm_cpu_breakdown(os.getpid())}}
     spark.stop()  # flushes the event log
     figures["task_cpu_by_step"] = task_cpu_by_step(event_log)
@@ -67,7 +71,7 @@ def task_cpu_by_step(event_log_dir: str) -> dict:
                 event = json.loads(line)
                 if event["Event"] == "SparkListenerJobStart":
                     group = event.get("Properties", {}).get("spark.jobGroup.id") or "inject and dedup"
-                    step = group.split(" ", 3)[-1] if group.startswith("crawl cycle ") else group
+                    step = _step(group)
                     stage_step.update({stage["Stage ID"]: step for stage in event["Stage Infos"]})
                 elif event["Event"] == "SparkListenerTaskEnd":
                     metrics = event.get("Task Metrics") or {}
@@ -75,6 +79,14 @@ def task_cpu_by_step(event_log_dir: str) -> dict:
                     seconds[step] = seconds.get(step, 0.0) + (metrics.get("Executor CPU Time", 0)
                                                               + metrics.get("Executor Deserialize CPU Time", 0)) / 1e9
     return {step: round(value, 1) for step, value in seconds.items()}
+
+
+def _step(job_group: str) -> str:
+    """"crawl cycle 2 fetch" and "continuous fetch <segment>" are both "fetch"."""
+    words = job_group.split()
+    if job_group.startswith("crawl cycle "):
+        return words[3]
+    return words[1] if words[0] == "continuous" else job_group
 
 
 def _child_cpu(command: list[str]) -> tuple[str, float, float]:
@@ -96,7 +108,7 @@ def side_by_side(case_name: str) -> dict:
     case = CASES[case_name]
     result = {"case": case_name, "hosts": case["hosts"], "pages_per_host": case["pages"], "delay_s": case["delay_s"],
               "top_n": case["top_n"]}
-    web = {"lifetime_s": 1800, "realistic_crawl": case["realistic"]}
+    web = {"lifetime_s": case.get("web_lifetime_s", 1800), "realistic_crawl": case["realistic"]}
     with tempfile.TemporaryDirectory() as tmp, local_test_web(tmp, case["hosts"], case["pages"], **web) as (
             host_keys, log_path, _pid):
         seeds = os.path.join(tmp, "seeds.txt")

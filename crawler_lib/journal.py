@@ -97,14 +97,22 @@ class Replay:
         return self
 
 
+def _decoded(raw: str) -> Optional[dict]:
+    """A journal line, or None for one cut short by a hard exit (a JSON object cut short never parses):
+    the rest of its file was never written."""
+    try:
+        return json.loads(raw, object_hook=_decode)
+    except (ValueError, KeyError):
+        return None
+
+
 def _lines(fs, name: str):
-    """A journal file's lines, up to the first that is not whole (cut by a hard exit, or being written)."""
+    """A dead attempt's journal file: its lines up to the first that is not whole."""
     with fs.open(name, "rb") as handle:
         for raw in handle.read().decode("utf-8", errors="replace").splitlines():
-            try:
-                line = json.loads(raw, object_hook=_decode)  # a JSON object cut short never parses
-            except (ValueError, KeyError):
-                return  # the rest of this file was never written (or not yet)
+            line = _decoded(raw)
+            if line is None:
+                return
             yield line
 
 
@@ -130,10 +138,9 @@ def _new_lines(fs, path: str, offsets: dict[str, int]):
         whole = data[:data.rfind(b"\n") + 1]
         offsets[name] = offset + len(whole)
         for raw in whole.decode("utf-8", errors="replace").splitlines():
-            try:
-                line = json.loads(raw, object_hook=_decode)  # a JSON object cut short never parses
-            except (ValueError, KeyError):
-                offsets[name] = -1  # cut by a hard exit: the rest of this file was never written
+            line = _decoded(raw)
+            if line is None:
+                offsets[name] = -1
                 break
             yield name, line
 

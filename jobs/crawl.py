@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 from collections import Counter
+from contextlib import contextmanager
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable, Optional
 
@@ -176,7 +177,8 @@ class ContinuousCrawl:
             self._start(segment)
 
     def _generate(self) -> bool:
-        generated = generate.run(self.spark, self.cfg, self.crawl_dir, self.top_n)
+        with job_group(self.spark.sparkContext, "continuous generate"):
+            generated = generate.run(self.spark, self.cfg, self.crawl_dir, self.top_n)
         if generated["segment"] is None:
             return False
         self.hosts[generated["segment"]] = generated["hosts"]
@@ -189,15 +191,16 @@ class ContinuousCrawl:
             # A session of its own (the same SparkContext): a step's execution settings (sized_to_inputs)
             # are SQL settings of its session, and the loop's thread changes its own meanwhile.
             session = self.spark.newSession()
-            session.sparkContext.setJobGroup(f"continuous fetch {segment}", f"continuous fetch {segment}")
-            return fetch.run(session, self.cfg, self.crawl_dir, segment, None, self.report, self.stop)
+            with job_group(session.sparkContext, f"continuous fetch {segment}"):
+                return fetch.run(session, self.cfg, self.crawl_dir, segment, None, self.report, self.stop)
         self.fetching[segment] = self.pool.submit(fetch_segment)
         self.fetching[segment].add_done_callback(lambda _done: self.wake.set())
 
     def _apply(self, segment: str, committed: bool) -> None:
         journal = None if committed else self.journals.setdefault(
             segment, JournaledResults(self.crawl.segment(segment, "journal")))
-        stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True, journal=journal)
+        with job_group(self.spark.sparkContext, f"continuous apply {segment}"):
+            stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True, journal=journal)
         self.totals["applied"] += stats["applied"]
         self.totals["discovered"] += stats["new_urls"]
         if committed:
@@ -228,17 +231,27 @@ class _StepTimer:
 
     def run(self, name, fn, *args):
         group = f"crawl cycle {self.cycle} {name}"
-        self.context.setJobGroup(group, group)
         started = time.monotonic()
         interval = 0 if name == "fetch" else self.progress_interval_s  # the fetch reports from its journals
         try:
-            with SparkProgress(self.spark, f"cycle {self.cycle} {name}", interval, self.report):
+            with job_group(self.context, group), SparkProgress(self.spark, f"cycle {self.cycle} {name}", interval,
+                                                               self.report):
                 return fn(*args)
         finally:
             self.seconds[name] = time.monotonic() - started
             self.spark_jobs[name] = len(self.context.statusTracker().getJobIdsForGroup(group))
-            self.context.setLocalProperty("spark.jobGroup.id", None)
-            self.context.setLocalProperty("spark.job.description", None)
+
+
+@contextmanager
+def job_group(context, group: str):
+    """The Spark jobs this thread runs in the block belong to `group`, which names them in Spark's UI
+    and event log (a crawl's step, or a continuous crawl's fetch, apply or generate)."""
+    context.setJobGroup(group, group)
+    try:
+        yield
+    finally:
+        context.setLocalProperty("spark.jobGroup.id", None)
+        context.setLocalProperty("spark.job.description", None)
 
 
 class Crawl(CrawlJob):
