@@ -19,7 +19,8 @@ inject's return to the URL's lease (the generate that took it: its segment's tim
 
 Environment: BENCH_CONTINUOUS_MINUTES (20), BENCH_CONTINUOUS_SEGMENT_S (600), BENCH_CONTINUOUS_HOSTS (20),
 BENCH_CONTINUOUS_PAGES (100,000 per host: links keep finding new pages all along; sitemaps are excluded),
-BENCH_CONTINUOUS_DELAY_S (0.5), BENCH_CONTINUOUS_MODES (batch,continuous: one alone to profile it; no ratio then).
+BENCH_CONTINUOUS_DELAY_S (0.5), BENCH_CONTINUOUS_MODES (batch,continuous: one alone to profile it; no ratio then),
+BENCH_CONTINUOUS_CONFIG (JSON: crawler settings to try against the defaults, in both modes).
 """
 from __future__ import annotations
 
@@ -44,7 +45,8 @@ def _config(case: dict):
     return Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"],
                                   "exclusions.patterns": [r"/sitemap\.xml$"],
                                   "politeness.default_delay_s": case["delay_s"],
-                                  "fetcher.time_limit_s": case["segment_s"]})
+                                  "fetcher.time_limit_s": case["segment_s"],
+                                  **json.loads(os.environ.get("BENCH_CONTINUOUS_CONFIG") or "{}")})
 
 
 def priority_urls(seeds: str, case: dict) -> list[str]:
