@@ -46,8 +46,9 @@ def test_inject_normalizes_dedups_reports_bad_lines_and_is_idempotent(spark, cfg
 
 
 def test_a_step_runs_interpreted_while_what_it_works_on_is_small_and_compiled_once_it_is_large(spark, cfg, tmp_path):
-    """Its size: the CrawlDB's, plus the segment's tables (updatedb of a million new URLs over a small
-    CrawlDB took twice as long interpreted; not its journal, which Python reads) or the seed files'."""
+    """Its size: the CrawlDB's, plus the segment's files (updatedb of a million new URLs over a small
+    CrawlDB took twice as long interpreted; a running step's not its journal, read a round at a time)
+    or the seed files'."""
     from crawler_lib.spark.session import INTERPRETED_SETTINGS, sized_to_inputs
     from crawler_lib.spark.tables import size_bytes
 
@@ -56,6 +57,10 @@ def test_a_step_runs_interpreted_while_what_it_works_on_is_small_and_compiled_on
 
     @sized_to_inputs
     def over_segment(spark, cfg, crawl_dir, segment_id=None):
+        seen.append({key: spark.conf.get(key) for key in INTERPRETED_SETTINGS})
+
+    @sized_to_inputs
+    def applying(spark, cfg, crawl_dir, segment_id=None, running=False):
         seen.append({key: spark.conf.get(key) for key in INTERPRETED_SETTINGS})
 
     @sized_to_inputs
@@ -86,13 +91,15 @@ def test_a_step_runs_interpreted_while_what_it_works_on_is_small_and_compiled_on
     over_segment(spark, below(size + 1), crawl, "20261204000000-unknown")  # the step reports it
     journal = output.parent / "journal" / "part-00000"
     journal.mkdir(parents=True)
-    (journal / "attempt.jsonl").write_bytes(b"{}\n" * 1000)  # read in Python, a round's lines at a time
-    over_segment(spark, below(size + 1001), crawl, "20261204000000-abcdef")
+    (journal / "attempt.jsonl").write_bytes(b"{}\n" * 1000)
+    over_segment(spark, below(size + 4000), crawl, "20261204000000-abcdef")
+    over_segment(spark, below(size + 4001), crawl, "20261204000000-abcdef")
+    applying(spark, below(size + 1001), crawl, "20261204000000-abcdef", running=True)  # a round's lines only
     seeds = write_seeds(tmp_path / "many.txt", [f"http://a.com/{i}" for i in range(100)])
     seeding(spark, below(size + os.path.getsize(seeds)), crawl, [seeds])
     seeding(spark, below(size + os.path.getsize(seeds) + 1), crawl, [seeds])
-    assert seen == [before, INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS, INTERPRETED_SETTINGS, before,
-                    INTERPRETED_SETTINGS]
+    assert seen == [before, INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS,
+                    INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS]
 
 
 def test_only_the_crawldb_has_deletion_vectors(spark, cfg, tmp_path):

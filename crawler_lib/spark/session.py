@@ -186,12 +186,14 @@ def execution_sized_to(spark: SparkSession, cfg: Mapping, data_bytes: int):
 
 
 def step_input_bytes(spark: SparkSession, crawl_dir: str, arguments: Mapping) -> int:
-    """What a step works on, in bytes: the CrawlDB's files (from its Delta log), plus the tables of the
-    segment it reads (`segment_id`: its fetch list, fetch output, parse) or its seed files (inject).
+    """What a step works on, in bytes: the CrawlDB's files (from its Delta log), plus the files of the
+    segment it reads (`segment_id`: fetch list, fetch output, parse, journal) or its seed files (inject).
     A large segment over a small CrawlDB still makes a large step (updatedb of a million new URLs).
-    A segment's fetch journal is not counted: Python reads it, a round's new lines at a time (an
-    apply round of `crawl --continuous` ran compiled because its running segment's journal had grown,
-    and cost ~30% more CPU a page than interpreted)."""
+    A `running` step (updatedb --running, an apply round of `crawl --continuous`) reads only the lines
+    its segment's journal gained since the last round, so the journal is not counted then: rounds ran
+    compiled once a running segment's journal had grown, at ~30% more CPU a page. A batch updatedb
+    still counts it (the journal grows with the segment's results; without it, the updatedbs of a
+    10-minute crawl ran interpreted and took 60 task CPU-s against 21)."""
     crawl = CrawlDir(crawl_dir)
     total = size_bytes(spark, crawl.crawldb)
     if "segment_id" in arguments:
@@ -200,7 +202,7 @@ def step_input_bytes(spark: SparkSession, crawl_dir: str, arguments: Mapping) ->
         except CrawlError:
             segment = None  # no such segment: the step says so itself
         if segment:
-            total += bytes_under(segment) - bytes_under(f"{segment}/journal")
+            total += bytes_under(segment) - (bytes_under(f"{segment}/journal") if arguments.get("running") else 0)
     for seeds in arguments.get("seed_files") or ():
         total += bytes_under(str(seeds))
     return total
