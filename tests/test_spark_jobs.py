@@ -102,21 +102,41 @@ def test_a_step_runs_interpreted_while_what_it_works_on_is_small_and_compiled_on
                     INTERPRETED_SETTINGS, before, INTERPRETED_SETTINGS]
 
 
-def test_only_the_crawldb_has_deletion_vectors(spark, cfg, tmp_path):
-    """Its MERGEs touch rows in every file (without them each rewrites the table); on the small or
-    wholly written tables they only add Spark jobs."""
+def _properties(spark, path) -> dict:
     from delta.tables import DeltaTable
+    return DeltaTable.forPath(spark, path).detail().first().properties
+
+
+def test_only_the_crawldb_has_deletion_vectors_and_it_keeps_statistics_of_its_filter_columns_alone(spark, cfg,
+                                                                                                tmp_path):
+    """Its MERGEs touch rows in every file (without them each rewrites the table); on the small or
+    wholly written tables they only add Spark jobs. Statistics of all its columns made its writes slow."""
+    import json
+
+    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
 
     crawl = str(tmp_path / "crawl")
     inject.run(spark, cfg, crawl, [write_seeds(tmp_path / "s.txt", ["http://a.com/"])])
     segment = generate.run(spark, cfg, crawl)["segment"]
 
-    def deletion_vectors(path):
-        return DeltaTable.forPath(spark, path).detail().first().properties.get("delta.enableDeletionVectors")
+    assert _properties(spark, CrawlDir(crawl).crawldb) == CRAWLDB_PROPERTIES
+    assert _properties(spark, CrawlDir(crawl).hostdb).get("delta.enableDeletionVectors") is None
+    assert _properties(spark, CrawlDir(crawl).segment(segment, "fetchlist")).get("delta.enableDeletionVectors") is None
+    log = sorted((tmp_path / "crawl" / "crawldb" / "_delta_log").glob("*.json"))[-1]
+    added = [json.loads(line)["add"] for line in log.read_text().splitlines() if '"add"' in line]
+    assert added and all(set(json.loads(a["stats"])["minValues"]) <= {"status", "lease_id", "lease_expires_at",
+                                                                      "next_fetch_at"} for a in added)
 
-    assert deletion_vectors(CrawlDir(crawl).crawldb) == "true"
-    assert deletion_vectors(CrawlDir(crawl).hostdb) is None
-    assert deletion_vectors(CrawlDir(crawl).segment(segment, "fetchlist")) is None
+
+def test_a_crawldb_made_by_an_earlier_release_gets_the_properties_of_a_new_one(spark, cfg, tmp_path):
+    from crawler_lib.spark import schemas
+    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES, crawldb_table
+
+    path = str(tmp_path / "crawldb")
+    spark.createDataFrame([], schemas.url_state()).write.format("delta").save(path)
+    assert "delta.dataSkippingStatsColumns" not in _properties(spark, path)
+    crawldb_table(spark, path)
+    assert _properties(spark, path) == CRAWLDB_PROPERTIES
 
 
 def test_inject_keeps_filtered_urls_as_blocked(spark, tmp_path, cfg):
