@@ -157,7 +157,8 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
     df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name) if f.name in df.columns
                       else F.lit(None)).cast(f.dataType).alias(f.name)  # columns added since: null
                      for f in schema.fields])
-    properties = CRAWLDB_PROPERTIES if deletion_vectors else {}
+    # Off explicitly: the jobs' ensure_table gives a CrawlDB the properties it lacks, not those it holds.
+    properties = CRAWLDB_PROPERTIES if deletion_vectors else {"delta.enableDeletionVectors": "false"}
     df.write.format("delta").mode("overwrite").options(**properties).save(path)
 
 

@@ -139,6 +139,17 @@ def test_a_crawldb_made_by_an_earlier_release_gets_the_properties_of_a_new_one(s
     assert _properties(spark, path) == CRAWLDB_PROPERTIES
 
 
+def test_an_operators_table_property_outlives_the_jobs(spark, tmp_path):
+    from crawler_lib.spark import schemas
+    from crawler_lib.spark.tables import CRAWLDB_PROPERTIES, crawldb_table
+
+    path = str(tmp_path / "crawldb")
+    spark.createDataFrame([], schemas.url_state()).write.format("delta").save(path)
+    spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ('delta.enableDeletionVectors' = 'false')")
+    crawldb_table(spark, path)
+    assert _properties(spark, path) == {**CRAWLDB_PROPERTIES, "delta.enableDeletionVectors": "false"}
+
+
 def test_inject_keeps_filtered_urls_as_blocked(spark, tmp_path, cfg):
     strict = cfg.with_overrides(limits__max_query_params=1)
     seeds = write_seeds(tmp_path / "s.txt", ["http://a.com/?a=1&b=2"])

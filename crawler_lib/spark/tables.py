@@ -85,17 +85,17 @@ def crawldb_table(spark: SparkSession, path: str) -> DeltaTable:
 def ensure_table(spark: SparkSession, path: str, schema: StructType,
                  properties: Optional[Mapping[str, str]] = None) -> DeltaTable:
     """The Delta table at `path`, created empty (with table `properties`) if absent; columns added to
-    the schema and `properties` added or changed since the table was made are set on it (new columns
-    null in old rows; new properties hold for the files written from then on), so a crawl dir outlives
-    upgrades."""
+    the schema and `properties` the table lacks are set on it (new columns null in old rows; new
+    properties hold for the files written from then on), so a crawl dir outlives upgrades. A property
+    the table holds keeps its value: an operator's setting (deletion vectors off for an old reader) wins."""
     if not is_delta(spark, path):
         spark.createDataFrame([], schema).write.format("delta").mode("ignore").options(**(properties or {})).save(path)
     table = DeltaTable.forPath(spark, path)
     if properties:
         held = table.detail().first()["properties"]
-        changed = {key: value for key, value in properties.items() if held.get(key) != value}
-        if changed:
-            settings = ", ".join(f"'{key}' = '{value}'" for key, value in changed.items())
+        lacking = {key: value for key, value in properties.items() if key not in held}
+        if lacking:
+            settings = ", ".join(f"'{key}' = '{value}'" for key, value in lacking.items())
             again_if_lost_race(lambda: spark.sql(f"ALTER TABLE delta.`{path}` SET TBLPROPERTIES ({settings})"))
             table = DeltaTable.forPath(spark, path)
     existing = set(table.toDF().columns)
