@@ -59,6 +59,7 @@ class Replay:
     host_starts: dict = field(default_factory=dict)
     address_starts: dict = field(default_factory=dict)
     lost_hosts: set = field(default_factory=set)  # hosts with a request in flight when the attempt died
+    intents: dict = field(default_factory=dict)   # request id -> host key, robots.txt requests included
 
     @property
     def empty(self) -> bool:
@@ -68,6 +69,7 @@ class Replay:
         kind = line.pop("k")
         if kind == "intent":
             at, host, address = line.pop("at"), line["host_key"], line.pop("address")
+            self.intents[line["request_id"]] = host
             self.host_starts[host] = max(at, self.host_starts.get(host, at))
             if address:
                 self.address_starts[address] = max(at, self.address_starts.get(address, at))
@@ -89,10 +91,11 @@ class Replay:
 
     def finish(self) -> "Replay":
         """A lost request whose row never got journalled still enters `fetchlog`, marked so. (A URL
-        with a request row but no outcome, e.g. a 429 requeued when the attempt died, is lost too.)"""
+        with a request row but no outcome, e.g. a 429 requeued when the attempt died, is lost too.) A host
+        with any request unanswered, robots.txt's included, may have seen it begin as late as the death."""
         logged = {r["request_id"] for r in self.requests}
         unlogged = [intent for intent in self.lost.values() if intent["request_id"] not in logged]
-        self.lost_hosts = {intent["host_key"] for intent in unlogged}
+        self.lost_hosts = {host for request_id, host in self.intents.items() if request_id not in logged}
         self.requests += [{**intent, "error": "answer_lost_with_attempt"} for intent in unlogged]
         return self
 

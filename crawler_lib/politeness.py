@@ -96,7 +96,8 @@ class HostPoliteness:
 
     def sent(self, now: float) -> None:
         """The request granted at `start` left later (connect, event-loop lag): the next start waits a
-        full delay from when the host actually saw this one begin."""
+        full delay from when the host actually saw this one begin, a Crawl-delay learnt later too."""
+        self.last_start_at = max(self.last_start_at or now, now)
         self.next_allowed_at = max(self.next_allowed_at, now + self.delay_s + self.margin_s)
 
     def adopt_crawl_delay(self, crawl_delay_s: Optional[float]) -> None:

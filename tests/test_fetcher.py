@@ -10,6 +10,7 @@ import pytest
 
 from crawler_lib import status as st
 from crawler_lib.fetcher import fetch_partition
+from crawler_lib.journal import Replay
 from tests.helpers import assert_polite, rows_for
 
 
@@ -305,6 +306,20 @@ def test_a_retried_attempt_resumes_from_the_journal_of_one_that_died(cfg, test_w
                and outcomes[u]["warc_filename"] == answered_first[u]["warc_filename"]]
     assert resumed and all(outcomes[u] == answered_first[u] for u in resumed)
     assert {r["request_id"] for r in retry["request"]} >= {i["request_id"] for i in sent}
+
+
+def test_a_host_whose_robots_txt_was_unanswered_when_the_attempt_died_waits_a_delay_from_the_retry():
+    """The intent is journalled before the request leaves: the host may have seen it begin any time up
+    to the death, so only the retry's own clock bounds the gap (as for a page whose answer was lost)."""
+    replay = Replay()
+    for line in ({"k": "intent", "request_id": "r1", "host_key": "http://a.example", "url": "http://a.example/robots.txt",
+                  "purpose": "robots", "address": "192.0.2.1", "at": 10.0},
+                 {"k": "intent", "request_id": "r2", "host_key": "http://b.example", "url": "http://b.example/robots.txt",
+                  "purpose": "robots", "address": "192.0.2.2", "at": 10.0},
+                 {"k": "request", "request_id": "r2", "host_key": "http://b.example", "ended_at": None}):
+        replay.add(line)
+    assert replay.finish().lost_hosts == {"http://a.example"}
+    assert not replay.lost  # no page URL goes back to the pool
 
 
 def test_a_rerun_of_a_finished_but_uncommitted_fetch_requests_nothing(cfg, test_web, tmp_path):

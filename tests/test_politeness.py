@@ -109,6 +109,15 @@ def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
     assert h.delay_s == 1.0
 
 
+def test_crawl_delay_learnt_after_a_late_request_counts_from_when_it_left():
+    h = host(delay_s=1.0, base_delay_s=1.0)
+    h.start(10.0)
+    h.sent(10.02)          # the first connection took 20 ms: the host saw robots.txt asked at 10.02
+    h.finish(10.4, 200)
+    h.adopt_crawl_delay(2.0)
+    assert h.ready_at() == pytest.approx(12.02)
+
+
 CFG = {"politeness.default_delay_s": 1.0, "politeness.max_concurrency_per_host": 2,
        "politeness.backoff_base_s": 10.0, "politeness.backoff_max_s": 100.0, "politeness.jitter_margin_s": 0.005,
        "politeness.max_retry_after_s": 86400.0}
