@@ -23,7 +23,10 @@ from crawler_lib.warc import RecordReader, read_response
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 # Left out of the main text: a site's template (menus, header, footer, sidebars) and what is not text.
 BOILERPLATE = ("script", "style", "noscript", "template", "svg", "iframe", "form", "nav", "header", "footer", "aside")
-BOILERPLATE_ROLES = "[role=navigation], [role=banner], [role=contentinfo], [role=complementary], [role=search]"
+BOILERPLATE_ROLES = frozenset({"navigation", "banner", "contentinfo", "complementary", "search"})
+# Selector lists walk the tree once: a walk per tag (`strip_tags`) and per role cost more than the walk itself.
+_BOILERPLATE_SELECTOR = ", ".join(BOILERPLATE) + ", [role]"
+_HEAD_SELECTOR = "title, meta[name], base[href]"
 _CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?\s*([A-Za-z0-9_.:-]{1,40})""", re.I)
 
 
@@ -71,23 +74,41 @@ def _charset(content_type: Optional[str], body: bytes) -> str:
         return "utf-8"
 
 
+def _as_utf8(body: bytes, charset: str) -> bytes:
+    """The body as the UTF-8 bytes lexbor reads (a str it encodes first, more slowly than str.encode),
+    undecodable bytes replaced. Valid UTF-8 is passed as it is: decoding and encoding it again gives it back."""
+    if charset == "utf-8":
+        if body.isascii():
+            return body
+        try:
+            body.decode("utf-8")
+            return body
+        except UnicodeDecodeError:
+            pass
+    return body.decode(charset, errors="replace").encode("utf-8", "replace")
+
+
 def parse_html(body: bytes, base_url: str, content_type: Optional[str] = None,
                max_outlinks: int = 2000, max_url_length: int = 2048) -> ParseResult:
     """Parse a decoded HTML payload; links are resolved against <base href> and normalized."""
-    # lexbor reads UTF-8 bytes (a str is encoded first, more slowly than str.encode)
-    html = body.decode(_charset(content_type, body), errors="replace").encode("utf-8", "replace")
+    html = _as_utf8(body, _charset(content_type, body))
     tree = LexborHTMLParser(html)
     result = ParseResult()
-    title = tree.css_first("title")
+    title = base = None
+    for node in tree.css(_HEAD_SELECTOR):  # the first title and base, every meta
+        tag = node.tag
+        if tag == "meta":
+            if (node.attributes.get("name") or "").strip().lower() == "robots":
+                directives = {d.strip() for d in (node.attributes.get("content") or "").lower().split(",")}
+                result.noindex |= bool(directives & {"noindex", "none"})
+                result.nofollow |= bool(directives & {"nofollow", "none"})
+        elif tag == "title":
+            title = title or node
+        else:
+            base = base or node
     if title is not None:
         result.title = title.text(strip=True)[:1000]
-    for meta in tree.css("meta[name]"):
-        if (meta.attributes.get("name") or "").strip().lower() == "robots":
-            directives = {d.strip() for d in (meta.attributes.get("content") or "").lower().split(",")}
-            result.noindex |= bool(directives & {"noindex", "none"})
-            result.nofollow |= bool(directives & {"nofollow", "none"})
     resolver = LinkResolver(base_url, max_url_length)
-    base = tree.css_first("base[href]")
     if base is not None:
         try:
             resolver = LinkResolver(resolver(base.attributes.get("href") or ""), max_url_length)
@@ -127,9 +148,10 @@ def _body_text(tree: LexborHTMLParser) -> str:
 def main_text(tree: LexborHTMLParser) -> str:
     """Body text without BOILERPLATE elements (removed from `tree`); "" when nothing else is left,
     for a page that is all template."""
-    tree.strip_tags(list(BOILERPLATE))
-    for node in tree.css(BOILERPLATE_ROLES):
-        node.decompose()
+    for node in tree.css(_BOILERPLATE_SELECTOR):
+        tag = node.tag
+        if tag in BOILERPLATE or (tag != "html" and node.attributes.get("role") in BOILERPLATE_ROLES):
+            node.decompose(recursive=False)  # as strip_tags: out of the tree, children with it
     return _body_text(tree)
 
 

@@ -41,8 +41,20 @@ def test_charset_from_header_and_meta():
     assert parse_html(b"<title>\xff\xfe</title>", "http://a.com/", "text/html; charset=bogus").title
 
 
+def test_the_main_text_leaves_out_the_template_by_tag_and_by_role_nested_or_not():
+    body = (b'<html><body><header><nav><script>var x</script>Menu</nav></header><svg><title>icon</title></svg>'
+            b'<div role="search">Find</div><div role="main"><p>The article</p></div><aside><form>Sign up</form></aside>'
+            b'<div role="navigation menu">kept: not one role</div><footer>(c)</footer></body></html>')
+    assert parse_html(body, "http://a.com/").text == "The article kept: not one role"
+
+
+def test_valid_utf8_and_mended_utf8_read_alike():
+    assert parse_html("<title>\u00e9t\u00e9 \u4e2d</title>".encode(), "http://a.com/").title == "\u00e9t\u00e9 \u4e2d"
+    assert parse_html(b"<title>a\xffb</title>", "http://a.com/", "text/html; charset=utf-8").title == "a\ufffdb"
+
+
 @pytest.mark.parametrize("body", [b"", b"<<<>>>", b"\x00" * 100, b"<a href='http://[bad'>x</a>",
-                                  b"<html>" * 10000])
+                                  b"<html>" * 10000, b'<html role="navigation"><p>x</p></html>'])
 def test_garbage_never_raises(body):
     parse_html(body, "http://a.com/", "text/html")
 
