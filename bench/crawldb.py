@@ -126,6 +126,7 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
     from crawler_lib import fingerprint
     from crawler_lib.spark import schemas
     from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
+    from crawler_lib.urls import URL_SHAPE_SQL
     hosts = max(1, total // URLS_PER_HOST)
     big = int(total * SKEWED_SHARE) if skewed else 0
     due, later = F.lit(NOW - timedelta(hours=1)), F.lit(NOW + timedelta(days=10))
@@ -152,7 +153,8 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
         "simhash": F.when(F.col("status") == "fetched", F.xxhash64("url")), "failure_count": F.lit(0),
         "redirect_to": F.lit(None), "duplicate_of": F.lit(None), "warc_filename": F.lit(None),
         "warc_offset": F.lit(None), "warc_length": F.lit(None),
-        "simhash_version": F.when(F.col("status") == "fetched", F.lit(fingerprint.VERSION)), "deduped_fetch_at": F.lit(None)}
+        "simhash_version": F.when(F.col("status") == "fetched", F.lit(fingerprint.VERSION)), "deduped_fetch_at": F.lit(None),
+        "url_shape": F.expr(URL_SHAPE_SQL)}
     schema = schemas.url_state()
     df = df.select(*[(columns[f.name] if f.name in columns else F.col(f.name) if f.name in df.columns
                       else F.lit(None)).cast(f.dataType).alias(f.name)  # columns added since: null

@@ -16,7 +16,7 @@ first_seen_at timestamp_ntz, last_fetch_at timestamp_ntz, next_fetch_at timestam
 fetch_interval_s long, http_status int, content_type string, etag string, last_modified string,
 content_digest string, simhash long, failure_count int, redirect_to string, duplicate_of string,
 warc_filename string, warc_offset long, warc_length long,
-simhash_version int, deduped_fetch_at timestamp_ntz, minhash_bands array<long>
+simhash_version int, deduped_fetch_at timestamp_ntz, minhash_bands array<long>, url_shape long
 """
 
 HOST_STATE = """

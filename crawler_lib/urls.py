@@ -242,9 +242,11 @@ HOST_KEY_IP_REGEX = r"^[a-z]+://\[?([0-9]{1,3}(?:\.[0-9]{1,3}){3}|[0-9a-f:.]*:[0
 HOST_KEY_NAME_REGEX = r"^[a-z]+://([^\[\]:/]+)(?::[0-9]+)?$"
 
 
-# One "pattern" per URL shape on a host: digits of the path and query become '#' (/cal/2000/1 -> /cal/#/#),
-# the host stays as it is (www2.example.com, 10.0.0.1:8080: hosts never share a pattern).
-URL_PATTERN_SQL = r"concat(host_key, regexp_replace(substring(url, length(host_key) + 1), '[0-9]+', '#'))"
+# A URL's shape on its host, the unit of limits.max_urls_per_pattern, as a 64-bit hash: digits of the
+# path and query become '#' (/cal/2000/1 -> /cal/#/#), the host stays as it is (www2.example.com,
+# 10.0.0.1:8080: hosts never share a shape). The CrawlDB keeps it (`url_shape`, set as a row is inserted),
+# so counting the CrawlDB by shape runs no regular expression over every URL.
+URL_SHAPE_SQL = r"xxhash64(concat(host_key, regexp_replace(substring(url, length(host_key) + 1), '[0-9]+', '#')))"
 
 
 class UrlFilter:

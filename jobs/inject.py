@@ -14,7 +14,7 @@ from crawler_lib.seeds import BadSeedLine, parse_seed_line
 from crawler_lib.spark import schemas
 from crawler_lib.spark.session import sized_to_inputs
 from crawler_lib.spark.tables import crawldb_table, run_merge
-from crawler_lib.urls import UrlFilter
+from crawler_lib.urls import URL_SHAPE_SQL, UrlFilter
 from jobs.base import CrawlJob, utc_now
 
 MAX_REPORTED_BAD_LINES = 50
@@ -69,7 +69,8 @@ def run(spark, cfg, crawl_dir: str, seed_files: list[str], now: datetime | None 
         print(f"warning: ... and {bad_count - MAX_REPORTED_BAD_LINES} more bad seed lines", file=sys.stderr)
     rows = spark.createDataFrame(parsed.filter(lambda r: r[0] == "ok").map(lambda r: r[2]), schemas.url_state())
     best = Window.partitionBy("url").orderBy(F.col("priority").desc())
-    seeds = rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
+    seeds = (rows.withColumn("_rank", F.row_number().over(best)).filter("_rank = 1").drop("_rank")
+             .withColumn("url_shape", F.expr(URL_SHAPE_SQL)))
     crawldb = crawldb_table(spark, crawl.crawldb)
     if due_now:  # never a blocked URL, never one leased to a running segment, never later than it was;
         # s.first_seen_at is this inject's `now`

@@ -12,6 +12,7 @@ from crawler_lib.crawldir import CrawlDir
 from crawler_lib.spark.segments import fetch_results, parses
 from crawler_lib.spark.tables import is_delta, read
 from crawler_lib.testweb.server import TestWeb
+from crawler_lib.urls import URL_SHAPE_SQL
 from crawler_lib.parser import parse_fetch_result
 from crawler_lib.warc import RecordReader, read_response
 from jobs import crawl as crawl_job
@@ -54,6 +55,10 @@ def test_crawl_reaches_a_fixpoint_with_expected_statuses(spark, crawled):
     rows = crawldb_rows(spark, crawled["dir"])
     assert {u: r.status for u, r in rows.items()} == expected_statuses(web)
     assert all(r.lease_id is None for r in rows.values())
+    # Seeds (inject) and discovered URLs (updatedb) alike keep their shape, counted by the trap bounds.
+    unshaped = (read(spark, CrawlDir(crawled["dir"]).crawldb)
+                .filter(~F.col("url_shape").eqNullSafe(F.expr(URL_SHAPE_SQL))).select("url", "source").collect())
+    assert unshaped == []
     assert rows[web.host_keys[0] + "/old"].redirect_to == web.host_keys[0] + "/page/1"
     for host in web.host_keys:  # robots.txt -> sitemap.xml -> a page no other page links to
         assert rows[host + "/sitemap.xml"].source == "sitemap"

@@ -343,12 +343,14 @@ def test_dedup_compares_a_key_shared_by_many_pages_with_its_earliest_pages_only(
     assert all(marks[f"http://h{n:02}.com/"][0] == "http://h00.com/" for n in range(1, 12))
 
 
-def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
+@pytest.mark.parametrize("known_shapes", ["stored", "missing"])  # missing: rows from before the column
+def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg, known_shapes):
     from datetime import datetime
 
     from crawler_lib.crawldb import new_url_row
     from crawler_lib.spark import schemas
     from crawler_lib.spark.discovery import bound_growth
+    from crawler_lib.urls import URL_SHAPE_SQL
 
     now = datetime(2026, 1, 1)
     known = [new_url_row("http://cal.test/cal/2000/1", now, "link")]
@@ -360,9 +362,14 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg):
              "http://10.0.0.1:8080/cal/2000/1", "http://10.0.0.2:8080/cal/2000/1"]  # have their own patterns
     new += [new_url_row(url, now, "link") for url in twins]
     bounded = cfg.with_overrides(limits__max_urls_per_pattern=1, limits__max_urls_per_host=3)
-    result = bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()),
-                           spark.createDataFrame(known, schemas.url_state()))
-    verdicts = {r.url: (r.status, r.reason) for r in result.collect()}
+    crawldb = spark.createDataFrame(known, schemas.url_state())
+    if known_shapes == "stored":
+        crawldb = crawldb.withColumn("url_shape", F.expr(URL_SHAPE_SQL))
+    result = bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()), crawldb).collect()
+    verdicts = {r.url: (r.status, r.reason) for r in result}
+    shapes = {r.url: r.url_shape for r in result}
+    assert shapes["http://cal.test/cal/2000/3"] == shapes["http://cal.test/cal/2000/4"] != shapes["http://cal.test/about"]
+    assert len({shapes[url] for url in twins}) == len(twins)
     assert verdicts == {
         "http://cal.test/about": ("unfetched", None),                    # host: 2 of 3
         "http://cal.test/cal/2000/3": ("blocked", "pattern_growth"),     # shape /cal/#/#: 2 of 1
