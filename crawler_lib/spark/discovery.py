@@ -57,8 +57,8 @@ def unknown(candidates: DataFrame, crawldb: DataFrame, few: bool) -> DataFrame:
     `few` pages (an apply round's, a small segment's), the URLs the CrawlDB holds are found first by a
     semi-join that broadcasts the candidates instead of shuffling every URL of the CrawlDB; it reads
     the candidates twice, which costs more than it saves once they are too many to broadcast
-    (`bench.discovery`, 3 M URLs, 10 links a page: 2,000 pages 3.0-3.5 s against 4.6-5.6 s as one
-    anti-join; 20,000 pages 5.8-6.6 s against 5.2-5.7 s)."""
+    (`bench.discovery`, 3 M URLs, 10 links a page: 2,000 pages 3.0-3.5 s by the semi-join, 4.6-5.6 s by
+    one anti-join; 20,000 pages, whose links are too many to broadcast, 5.8-6.6 s against 5.2-5.7 s)."""
     if not few:
         return candidates.join(crawldb.select("url"), "url", "left_anti")
     known = crawldb.select("url").join(candidates.select("url"), "url", "left_semi")
