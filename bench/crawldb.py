@@ -120,6 +120,18 @@ class Meter:
         self.wall, self.cpu = time.perf_counter() - self.wall, tree_cpu_s(os.getpid(), EXCLUDED_ROOTS) - self.cpu
 
 
+def synthetic_host(row_id, total: int):
+    """The host of row `row_id` (a Column) of a synthetic CrawlDB of `total` URLs, outside the big host's."""
+    from pyspark.sql import functions as F
+    return F.format_string("http://host%d.example", F.pmod(F.xxhash64(row_id), F.lit(max(1, total // URLS_PER_HOST))))
+
+
+def synthetic_url(host, row_id):
+    """The URL of row `row_id` on `host` (Columns) in a synthetic CrawlDB."""
+    from pyspark.sql import functions as F
+    return F.format_string("%s/section%d/article-%d.html", host, row_id % 50, row_id)
+
+
 def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: bool = True) -> None:
     from pyspark.sql import functions as F
 
@@ -127,14 +139,13 @@ def build_crawldb(spark, path: str, total: int, skewed: bool, deletion_vectors: 
     from crawler_lib.spark import schemas
     from crawler_lib.spark.tables import CRAWLDB_PROPERTIES
     from crawler_lib.urls import URL_SHAPE_SQL
-    hosts = max(1, total // URLS_PER_HOST)
     big = int(total * SKEWED_SHARE) if skewed else 0
     due, later = F.lit(NOW - timedelta(hours=1)), F.lit(NOW + timedelta(days=10))
     bucket = F.col("id") % 10
     df = (spark.range(total)
           .withColumn("host_key", F.when(F.col("id") < big, F.lit("http://big.example"))
-                      .otherwise(F.format_string("http://host%d.example", F.pmod(F.xxhash64("id"), F.lit(hosts)))))
-          .withColumn("url", F.format_string("%s/section%d/article-%d.html", "host_key", F.col("id") % 50, "id"))
+                      .otherwise(synthetic_host(F.col("id"), total)))
+          .withColumn("url", synthetic_url(F.col("host_key"), F.col("id")))
           .withColumn("status", F.when(bucket < 6, "unfetched").when(bucket < 9, "fetched").otherwise("gone"))
           .withColumn("next_fetch_at", F.when(bucket < 6, due).when(bucket < 9, F.when(F.col("id") % 2 == 0, due)
                                                                     .otherwise(later)).otherwise(later)))

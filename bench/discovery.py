@@ -16,17 +16,17 @@ TIMINGS = 3
 
 
 def segment_parse(spark, total: int, pages: int):
-    """Parse rows of `pages` pages of the synthetic CrawlDB (bench.crawldb's URL scheme): half of each
+    """Parse rows of `pages` pages of the synthetic CrawlDB (bench.crawldb's URLs): half of each
     page's links new URLs, half the URLs of other hosts' known pages."""
     from pyspark.sql import functions as F
-    ids = spark.range(pages).select((F.col("id") * 7 + total // 5).alias("id"))  # past the big host's ids
-    host = F.format_string("http://host%d.example", F.pmod(F.xxhash64("id"), F.lit(total // 100)))
-    pages_df = ids.select(F.format_string("%s/section%d/article-%d.html", host, F.col("id") % 50, "id").alias("url"))
 
-    def known(k):  # the URL of a CrawlDB row drawn by the page and k, made as build_crawldb makes it
+    from bench.crawldb import synthetic_host, synthetic_url
+    ids = spark.range(pages).select((F.col("id") * 7 + total // 5).alias("id"))  # past the big host's ids
+    pages_df = ids.select(synthetic_url(synthetic_host(F.col("id"), total), F.col("id")).alias("url"))
+
+    def known(k):  # the URL of a CrawlDB row drawn by the page and k
         row = F.lit(total // 5) + F.pmod(F.xxhash64("url", k), F.lit(total - total // 5))
-        return F.format_string("http://host%d.example/section%d/article-%d.html",
-                               F.pmod(F.xxhash64(row), F.lit(total // 100)), row % 50, row)
+        return synthetic_url(synthetic_host(row, total), row)
     links = F.transform(F.sequence(F.lit(1), F.lit(LINKS_PER_PAGE)), lambda k: F.struct(
         F.when(k <= LINKS_PER_PAGE // 2, F.concat("url", F.lit("/new-"), k.cast("string"))).otherwise(known(k)).alias("url"),
         F.lit("").alias("anchor"), F.lit(False).alias("nofollow"), F.lit(None).cast("timestamp_ntz").alias("lastmod")))
