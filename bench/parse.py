@@ -47,15 +47,23 @@ def bare(pages) -> None:
             node.attributes.get("href")
 
 
-def full(pages) -> float:
-    simhash_cpu = 0.0
+def full(pages) -> tuple[float, float]:
+    """(fingerprint CPU, SHA-256 CPU) within the whole step."""
+    simhash_cpu = digest_cpu = 0.0
     for i, body in enumerate(pages):
         result = parse_html(body, f"http://bench.example/{i}", "text/html; charset=utf-8")
+        started = time.process_time()
         content_digest(body)
+        digest_cpu += time.process_time() - started
         started = time.process_time()
         fingerprint(result.text)  # SimHash and MinHash bands, as the parse step computes them
         simhash_cpu += time.process_time() - started
-    return simhash_cpu
+    return simhash_cpu, digest_cpu
+
+
+def lexbor_only(pages) -> None:
+    for body in pages:
+        LexborHTMLParser(body)
 
 
 def cpu(fn, *args):
@@ -67,22 +75,32 @@ def cpu(fn, *args):
 def main(runs: int = 3, count: int = 40) -> dict:
     pages = synthetic_pages(count)
     sizes = sorted(len(p) for p in pages)
-    rates_bare, rates_full, shares = [], [], []
+    rates_bare, rates_full, shares, floors, parts = [], [], [], [], []
     for _ in range(runs):
         bare_cpu, _ = cpu(bare, pages)
-        full_cpu, simhash_cpu = cpu(full, pages)
+        full_cpu, (simhash_cpu, digest_cpu) = cpu(full, pages)
+        lexbor_cpu, _ = cpu(lexbor_only, pages)
         rates_bare.append(count / bare_cpu)
         rates_full.append(count / full_cpu)
         shares.append(simhash_cpu / full_cpu)
+        # The step can be no faster than lexbor's parse, the SHA-256 and the fingerprint it must run.
+        floors.append(bare_cpu / (lexbor_cpu + digest_cpu + simhash_cpu))
+        parts.append({"lexbor": lexbor_cpu, "sha256": digest_cpu, "fingerprint": simhash_cpu,
+                      "links, text, title": full_cpu - lexbor_cpu - digest_cpu - simhash_cpu})
     summary = {"pages": count, "median_kb": sizes[count // 2] / 1000, "mean_kb": sum(sizes) / count / 1000,
                "bare_pages_per_cpu_s": statistics.median(rates_bare),
                "full_pages_per_cpu_s": statistics.median(rates_full),
                "ratio": statistics.median(f / b for f, b in zip(rates_full, rates_bare)),
-               "simhash_share": statistics.median(shares)}
+               "simhash_share": statistics.median(shares), "ratio_floor": statistics.median(floors),
+               "cpu_ms_by_part": {k: round(statistics.median(p[k] for p in parts) * 1000, 1) for k in parts[0]}}
     print(f"parse: {count} pages (median {summary['median_kb']:.0f} KB, mean {summary['mean_kb']:.0f} KB): "
           f"full step {summary['full_pages_per_cpu_s']:.1f} pages/CPU-s, bare selectolax "
           f"{summary['bare_pages_per_cpu_s']:.1f} pages/CPU-s, ratio {summary['ratio']:.2f}; "
           f"fingerprint (SimHash + bands) {summary['simhash_share']:.0%} of parse CPU")
+    print(f"parse: CPU ms for the {count} pages by part: "
+          + ", ".join(f"{k} {v}" for k, v in summary["cpu_ms_by_part"].items())
+          + f"; bare selectolax {1000 * count / summary['bare_pages_per_cpu_s']:.1f}. Ratio with nothing but lexbor's "
+          f"parse, SHA-256 and this fingerprint: {summary['ratio_floor']:.2f}")
     return summary
 
 
