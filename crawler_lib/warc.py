@@ -39,25 +39,29 @@ def gzip_compressor(level: int):
     return zlib.compressobj(level, zlib.DEFLATED, zlib.MAX_WBITS + 16)
 
 
-class _GzipMember(io.RawIOBase):
-    """Compresses one record into one gzip member on the underlying file."""
+class _GzipMembers(io.RawIOBase):
+    """What warcio's writer writes to: each record compressed into a gzip member of its own on the file
+    (`begin`, `end`), by our compressor rather than warcio's (zlib level 9)."""
 
-    def __init__(self, out, level: int):
-        self._out = out
-        self._compressor = gzip_compressor(level)
+    def __init__(self, level: int):
+        self._level = level
+        self._out = None
+        self._compressor = None
 
     def writable(self) -> bool:
         return True
+
+    def begin(self, out) -> None:
+        self._out = out
+        self._compressor = gzip_compressor(self._level)
 
     def write(self, data) -> int:
         self._out.write(self._compressor.compress(bytes(data)))
         return len(data)
 
-    def flush(self) -> None:
-        pass
-
-    def finish(self) -> None:
+    def end(self) -> None:
         self._out.write(self._compressor.flush())
+        self._compressor = None
 
 
 @dataclass(frozen=True)
@@ -89,7 +93,8 @@ class WarcFileWriter:
         self._sequence = 0
         self._file = None
         self._path = ""
-        self._writer: Optional[WARCWriter] = None
+        self._members = _GzipMembers(gzip_level)
+        self._writer = WARCWriter(self._members, gzip=False, warc_version="1.1")
         self.files: list[str] = []
 
     def _open(self) -> None:
@@ -98,7 +103,6 @@ class WarcFileWriter:
         fs, path = fsspec.core.url_to_fs(self._path)
         fs.makedirs(os.path.dirname(path) or ".", exist_ok=True)
         self._file = fs.open(path, "wb")
-        self._writer = WARCWriter(None, gzip=False, warc_version="1.1")
         self.files.append(self._path)
         info = {"software": f"sparkcrawler/{__version__} (warcio)", "format": "WARC File Format 1.1",
                 "conformsTo": "https://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/",
@@ -107,9 +111,9 @@ class WarcFileWriter:
 
     def _write(self, record) -> RecordLocation:
         offset = self._file.tell()
-        member = _GzipMember(self._file, self.gzip_level)
-        self._writer._write_warc_record(member, record)
-        member.finish()
+        self._members.begin(self._file)
+        self._writer.write_record(record)
+        self._members.end()
         return RecordLocation(self._path, offset, self._file.tell() - offset)
 
     def write_exchange(self, url: str, fetched_at: float, ip_address: str,
