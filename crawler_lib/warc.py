@@ -226,6 +226,11 @@ def read_response(filename: str, offset: int, length: int, crawl_root: Optional[
 
 
 def _response_record(data: bytes, filename: str, offset: int) -> StoredResponse:
+    if data[:2] == b"\x1f\x8b":  # a gzip member (ours hold one record): igzip inflates ~2.5x faster than warcio's zlib
+        try:
+            data = isal_zlib.decompress(data, isal_zlib.MAX_WBITS + 16)
+        except isal_zlib.error as exc:
+            raise ValueError(f"unreadable gzip member at {filename}:{offset}: {exc}") from None
     for record in ArchiveIterator(io.BytesIO(data)):
         if record.rec_type not in ("response", "revisit"):
             break

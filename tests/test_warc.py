@@ -101,3 +101,17 @@ def test_record_reader_keeps_one_file_open_and_moves_between_files(tmp_path):
         bodies = [reader.read_response(at.filename, at.offset, at.length).body
                   for at in (in_a[1], in_a[0], in_b[0], in_a[1])]
     assert bodies == [b"<html>1</html>", b"<html>0</html>", b"<html>0</html>", b"<html>1</html>"]
+
+
+def test_a_damaged_record_reads_as_an_error_the_parser_can_record(tmp_path):
+    """A record cut short (a crash mid-write) or with damaged bytes raises ValueError: the parse row
+    says warc_unreadable and the task goes on."""
+    files, locations = write_two(tmp_path)
+    first = locations[0]
+    with pytest.raises(ValueError, match="unreadable gzip member"):
+        read_response(first.filename, first.offset, first.length - 10)
+    with open(files[0], "r+b") as handle:
+        handle.seek(first.offset + first.length - 8)  # the member's CRC-32
+        handle.write(b"\x00\x00\x00\x00")
+    with pytest.raises(ValueError, match="unreadable gzip member"):
+        read_response(first.filename, first.offset, first.length)
