@@ -41,9 +41,12 @@ MODES = os.environ.get("BENCH_CONTINUOUS_MODES", "batch,continuous").split(",")
 
 def _config(case: dict):
     from crawler_lib.config import Config
-    # Sitemaps excluded: they would list every page at once, and discovery is by links here.
+    # Sitemaps excluded: they would list every page at once, and discovery is by links here. The test web's
+    # pages are all one URL shape (/page/N): under the default trap bound (limits.max_urls_per_pattern, 1,000)
+    # each host would run out of fetchable pages after ~1,000, within ~12 minutes, and both modes would idle.
     return Config.load(overrides={"security.allow_networks": ["127.0.0.0/8"],
                                   "exclusions.patterns": [r"/sitemap\.xml$"],
+                                  "limits.max_urls_per_pattern": case["pages"],
                                   "politeness.default_delay_s": case["delay_s"],
                                   "fetcher.time_limit_s": case["segment_s"],
                                   **json.loads(os.environ.get("BENCH_CONTINUOUS_CONFIG") or "{}")})
