@@ -5,6 +5,8 @@ from pathlib import Path
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from crawler_lib.config import Config
+from crawler_lib.parser import parse_fetch_result
 from crawler_lib.warc import RecordReader, WarcFileWriter, payload_digest, read_response
 
 
@@ -115,3 +117,7 @@ def test_a_damaged_record_reads_as_an_error_the_parser_can_record(tmp_path):
         handle.write(b"\x00\x00\x00\x00")
     with pytest.raises(ValueError, match="unreadable gzip member"):
         read_response(first.filename, first.offset, first.length)
+    fetch = {"url": "http://a.com/0", "version": 1, "lease_id": "seg", "warc_filename": first.filename,
+             "warc_offset": first.offset, "warc_length": first.length}
+    parsed = parse_fetch_result(fetch, Config.load())
+    assert (parsed["parse_status"], parsed["reason"]) == ("failed", "warc_unreadable: ValueError")
