@@ -86,7 +86,6 @@ class WarcFileWriter:
         (the fetch journal may then point at it, and a hard exit of the task keeps it)."""
         self.directory = directory.rstrip("/")
         self.flush_each_record = flush_each_record
-        self.gzip_level = gzip_level
         self.prefix = prefix
         self.max_bytes = max_bytes
         self.operator_info = operator_info
