@@ -1,3 +1,4 @@
+import os
 import re
 import shutil
 import subprocess
@@ -99,3 +100,24 @@ def test_jars_given_in_spark_conf_are_added_to_deltas():
     jars = session_settings(cfg)["spark.jars"].split(",")
     assert jars[-2:] == ["/opt/jars/hadoop-aws.jar", "/opt/jars/s3.jar"]
     assert [j for j in jars if "delta-spark" in j] == [j for j in delta_jars() if "delta-spark" in j] != []
+
+
+def test_a_local_jvm_gets_a_quarter_of_the_memory_and_a_given_heap_wins(monkeypatch, tmp_path):
+    from crawler_lib.spark import session
+
+    assert session.local_driver_memory(16 * 2**30) == "4096m"
+    assert session.local_driver_memory(2 * 2**30) == "1024m"  # never below Spark's own default
+    limit = tmp_path / "memory.max"
+    limit.write_text("2147483648\n")
+    monkeypatch.setattr(session, "CGROUP_MEMORY_LIMITS", (str(tmp_path / "absent"), str(limit)))
+    monkeypatch.delenv("MASTER", raising=False)
+    assert session.available_memory_bytes() <= 2 * 2**30  # a container's limit counts
+    assert session.session_settings(Config.load(overrides=["spark.master=local[2]"]))["spark.driver.memory"] == "1024m"
+    limit.write_text("max\n")
+    monkeypatch.setenv("MASTER", "local[2]")
+    assert session.session_settings(Config.load())["spark.driver.memory"] == session.local_driver_memory(
+        os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES"))
+    assert session.session_settings(Config.load(overrides=["spark.conf.spark.driver.memory=3g"]))[
+        "spark.driver.memory"] == "3g"
+    monkeypatch.setenv("MASTER", "spark://127.0.0.1:7077")
+    assert "spark.driver.memory" not in session.session_settings(Config.load())  # the cluster's launcher decides
