@@ -28,6 +28,7 @@ from pyspark.sql import functions as F
 
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.journal import JournaledResults
+from crawler_lib.spark import discovery
 from crawler_lib.spark.progress import SparkProgress
 from crawler_lib.spark.tables import is_delta, read
 from crawler_lib.stop import GracefulStop
@@ -121,6 +122,7 @@ class ContinuousCrawl:
         self.fetching: dict[str, Future] = {}
         self.hosts: dict[str, int] = {}
         self.journals: dict[str, JournaledResults] = {}
+        self.shape_counts = discovery.ShapeCounts()
         self.totals: Counter = Counter()
         self.wake = threading.Event()
         self.round_s = 0.0
@@ -200,10 +202,12 @@ class ContinuousCrawl:
         journal = None if committed else self.journals.setdefault(
             segment, JournaledResults(self.crawl.segment(segment, "journal")))
         with job_group(self.spark.sparkContext, f"continuous apply {segment}"):
-            stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True, journal=journal)
+            stats = updatedb.run(self.spark, self.cfg, self.crawl_dir, segment, running=True, journal=journal,
+                                 shape_counts=self.shape_counts)
         self.totals["applied"] += stats["applied"]
         self.totals["discovered"] += stats["new_urls"]
-        if committed:
+        if committed:  # counted again from the CrawlDB: what other writers inserted meanwhile counts too
+            self.shape_counts.forget()
             self.totals["segments"] += 1
             self.journals.pop(segment, None)
             self.hosts.pop(segment, None)

@@ -43,13 +43,15 @@ KEPT_WHEN_UNKNOWN = ("robots_status", "robots_body", "robots_fetched_at", "robot
 
 @sized_to_inputs
 def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optional[datetime] = None,
-        running: bool = False, journal: Optional[JournaledResults] = None) -> dict:
+        running: bool = False, journal: Optional[JournaledResults] = None,
+        shape_counts: Optional[discovery.ShapeCounts] = None) -> dict:
     """`running`: a segment whose fetch has not committed (running, or interrupted) gets the results
     its fetch tasks have journalled so far, parsed here, and their new URLs; host state and the rest
     of the results wait for the updatedb after the fetch, which does not apply them twice. A committed
     segment fetched without parsing (`crawl --continuous`) gets its results not applied yet parsed here.
     `journal`: the segment's journal reader a caller keeps between calls (`crawl --continuous`), so
-    that each call reads, and looks up in the CrawlDB, only what was journalled since the last."""
+    that each call reads, and looks up in the CrawlDB, only what was journalled since the last;
+    `shape_counts`: the growth bounds' counts it keeps between calls, given this call's inserts."""
     now = now or utc_now()
     crawl = CrawlDir(crawl_dir).require()
     segment_id = crawl.resolve_segment(segment_id)
@@ -119,7 +121,10 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
 
         # 2. New URLs: outlinks of parsed pages, redirect targets and robots.txt sitemaps, inserted only
         #    when absent.
-        discovered = discovery.new_urls(cfg, parse, fetch, host_updates, crawldb.toDF(), now)
+        discovered = discovery.new_urls(cfg, parse, fetch, host_updates, crawldb.toDF(), now,
+                                        None if shape_counts is None else shape_counts.of(crawldb.toDF()))
+        if shape_counts is not None:  # computed once, for the MERGE and the counts
+            discovered = discovered.localCheckpoint()
         # One MERGE (one commit) applies the results and inserts the new URLs.
         source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
         counts = run_merge(
@@ -128,6 +133,8 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
                                set={c: f"s.{c}" for c in URL_STATE_COLUMNS})
             .whenNotMatchedInsert(condition="s._new", values={c: f"s.{c}" for c in URL_STATE_COLUMNS}))
         applied, inserted = counts.get("num_updated_rows", 0), counts.get("num_inserted_rows", 0)
+        if shape_counts is not None:
+            shape_counts.add(discovered)
 
         # 2b. A sitemap <lastmod> after our last fetch makes a page due now (never later than planned,
         #     never a leased or blocked row); most segments hold none, and then the MERGE is skipped.

@@ -349,7 +349,7 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg, known_
 
     from crawler_lib.crawldb import new_url_row
     from crawler_lib.spark import schemas
-    from crawler_lib.spark.discovery import bound_growth, unknown
+    from crawler_lib.spark.discovery import ShapeCounts, bound_growth, unknown, urls_per_shape
     from crawler_lib.urls import URL_SHAPE_SQL
 
     now = datetime(2026, 1, 1)
@@ -364,7 +364,14 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg, known_
     crawldb = spark.createDataFrame(known, schemas.url_state())
     if known_shapes == "stored":
         crawldb = crawldb.withColumn("url_shape", F.expr(URL_SHAPE_SQL))
-    result = bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()), crawldb).collect()
+    result = bound_growth(bounded, spark.createDataFrame(new, schemas.url_state()), urls_per_shape(crawldb)).collect()
+    # Kept between apply rounds, the counts add what a round inserted: as if counted again.
+    kept = ShapeCounts()
+    kept.of(crawldb)
+    inserted = spark.createDataFrame(result, schemas.url_state())
+    kept.add(inserted)
+    assert_df_equality(kept.of(crawldb), urls_per_shape(crawldb.unionByName(inserted)), ignore_row_order=True,
+                       ignore_nullable=True)
     known_again = spark.createDataFrame([new_url_row("http://cal.test/cal/2000/1", now, "link")], schemas.url_state())
     candidates = known_again.unionByName(spark.createDataFrame(new, schemas.url_state()))
     assert unknown(candidates, crawldb, few=True).count() == unknown(candidates, crawldb, few=False).count() == len(new)
@@ -600,3 +607,27 @@ def test_a_merge_that_loses_a_race_with_another_writer_runs_again_on_the_new_ver
     writer.join()
     assert len(pauses) == 1 and counts["num_updated_rows"] == 20 and counts["num_inserted_rows"] == 0
     assert {r.v: r["count"] for r in read(spark, path).groupBy("v").count().collect()} == {1: 20, 9: 1}
+
+
+def test_python_workers_import_pyspark_without_sparks_archives(spark, tmp_path):
+    """Each task's importlib.invalidate_caches() re-reads every zip on the path (~80 ms a task): a local
+    master's workers have none of Spark's, and keep them when nothing else holds pyspark."""
+    import os
+    import sys
+    import zipfile
+
+    from crawler_lib.spark.worker_daemon import without_spark_archives
+
+    def archives(_):
+        home = os.path.join(os.path.realpath(os.environ["SPARK_HOME"]), "")
+        yield [p for p in sys.path if os.path.isfile(p) and os.path.realpath(p).startswith(home)]
+    assert spark.sparkContext.parallelize([0], 1).mapPartitions(archives).collect() == [[]]
+    home = tmp_path / "spark"
+    (home / "python").mkdir(parents=True)
+    with zipfile.ZipFile(home / "python" / "pyspark.zip", "w") as archive:
+        archive.writestr("pyspark/__init__.py", "")
+    site = [p for p in sys.path if os.path.isdir(p)]
+    path = [str(home / "python" / "pyspark.zip"), *site]
+    assert without_spark_archives(path, str(home)) == site
+    assert without_spark_archives(path[:1], str(home)) == path[:1]  # the archive's pyspark is the only one
+    assert without_spark_archives(path, "") == path

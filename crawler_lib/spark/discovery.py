@@ -22,11 +22,12 @@ DISCOVERED = "url string, url_id string, host_key string, source string, depth i
 
 
 def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: Optional[DataFrame], crawldb: DataFrame,
-             now: datetime) -> DataFrame:
+             now: datetime, known: Optional[DataFrame] = None) -> DataFrame:
     """A CrawlDB row (URL_STATE_COLUMNS) for every URL the segment found that the CrawlDB lacks: its
     parsed pages' followable outlinks, its redirect targets and its hosts' robots.txt sitemaps, one
     candidate per normalized URL (the shallowest, then fewest hops, then source), refused ones kept
-    with their reason, those past a growth bound blocked (`bound_growth`)."""
+    with their reason, those past a growth bound blocked (`bound_growth`). `known`: the CrawlDB's
+    `urls_per_shape`, when the caller keeps them (`ShapeCounts`); counted here otherwise."""
     links = (parse.filter(~F.col("nofollow"))
              .select(F.col("depth"), "parse_status", F.explode("outlinks").alias("link"))
              .filter(F.lit(cfg["parser.follow_rel_nofollow"]) | ~F.col("link.nofollow"))
@@ -49,7 +50,8 @@ def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: Optional[Dat
     few = parse.limit(FEW_PAGES + 1).count() <= FEW_PAGES
     found = in_python(unknown(candidates, crawldb, few).select("url", "source", "depth", "redirect_hops"),
                       _discover_task(cfg), DISCOVERED)
-    return bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY), crawldb)
+    return bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY),
+                        urls_per_shape(crawldb) if known is None else known)
 
 
 def unknown(candidates: DataFrame, crawldb: DataFrame, few: bool) -> DataFrame:
@@ -80,20 +82,51 @@ def sitemap_lastmods(parse: DataFrame, now: datetime) -> Optional[DataFrame]:
             .agg(F.least(F.max("lastmod"), F.lit(now).cast("timestamp_ntz")).alias("lastmod")))
 
 
-def bound_growth(cfg, discovered: DataFrame, crawldb: DataFrame) -> DataFrame:
+def urls_per_shape(rows: DataFrame) -> DataFrame:
+    """(host_key, url_shape, pattern_known): how many of `rows` (CrawlDB rows) each host holds of each URL
+    shape, by the shape's stored 64-bit hash (two shapes of one host sharing a hash would only share a
+    bound). Rows inserted before the CrawlDB kept shapes get theirs computed here, as every row once
+    did: ~2.3 s a 3 M-URL count more, the regular expression per URL."""
+    shape = F.coalesce(F.col("url_shape"), F.expr(URL_SHAPE_SQL))
+    return rows.groupBy("host_key", shape.alias("url_shape")).agg(F.count("*").alias("pattern_known"))
+
+
+class ShapeCounts:
+    """The CrawlDB's `urls_per_shape`, kept between the apply rounds of one session (`crawl --continuous`),
+    so that a round does not count the whole CrawlDB again (one full scan of the ~4 a round made): counted
+    once, then each round adds the rows it inserted. Rows other writers insert meanwhile (an operator's
+    inject) are counted at the next `forget` (the loop's: when a segment commits); until then a growth
+    bound may be passed by at most as many URLs as they inserted."""
+
+    def __init__(self):
+        self._counts: Optional[DataFrame] = None
+
+    def of(self, crawldb: DataFrame) -> DataFrame:
+        if self._counts is None:
+            self._counts = urls_per_shape(crawldb).localCheckpoint()
+        return self._counts
+
+    def add(self, inserted: DataFrame) -> None:
+        """`inserted`: the rows a round inserted (`new_urls`, materialized; a URL some other writer inserted
+        first is counted twice, which only makes the bounds stricter until `forget`)."""
+        if self._counts is not None:
+            self._counts = (self._counts.unionByName(urls_per_shape(inserted))
+                            .groupBy("host_key", "url_shape").agg(F.sum("pattern_known").alias("pattern_known"))
+                            .localCheckpoint())
+
+    def forget(self) -> None:
+        self._counts = None
+
+
+def bound_growth(cfg, discovered: DataFrame, known: DataFrame) -> DataFrame:
     """Trap bounds on growth: a host may know at most limits.max_urls_per_host URLs and one URL shape
     (digits ignored) at most limits.max_urls_per_pattern; new URLs past either are kept as blocked.
-    `discovered`: rows of URLs the CrawlDB lacks (`unknown`); each gets its `url_shape`."""
-    # The CrawlDB is counted once, by host and URL shape (its stored 64-bit hash: two shapes of one host
-    # sharing a hash would only share a bound). Rows inserted before the CrawlDB kept shapes get theirs
-    # computed here, as every row once did: ~2.3 s a 3 M-URL count more, the regular expression per URL.
-    shape = F.expr(URL_SHAPE_SQL)
-    fresh = discovered.withColumn("url_shape", shape)
-    pattern_known = (crawldb.groupBy("host_key", F.coalesce(F.col("url_shape"), shape).alias("url_shape"))
-                     .agg(F.count("*").alias("pattern_known")))
-    host_known = pattern_known.groupBy("host_key").agg(F.sum("pattern_known").alias("host_known"))  # same scan
+    `discovered`: rows of URLs the CrawlDB lacks (`unknown`), each given its `url_shape` here;
+    `known`: the CrawlDB's `urls_per_shape`."""
+    fresh = discovered.withColumn("url_shape", F.expr(URL_SHAPE_SQL))
+    host_known = known.groupBy("host_key").agg(F.sum("pattern_known").alias("host_known"))
     order = [F.col("depth"), F.col("url")]
-    ranked = (fresh.join(host_known, "host_key", "left").join(pattern_known, ["host_key", "url_shape"], "left")
+    ranked = (fresh.join(host_known, "host_key", "left").join(known, ["host_key", "url_shape"], "left")
               .withColumn("host_n", F.coalesce("host_known", F.lit(0))
                           + F.row_number().over(Window.partitionBy("host_key").orderBy(*order)))
               .withColumn("pattern_n", F.coalesce("pattern_known", F.lit(0))
