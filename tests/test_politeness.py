@@ -104,7 +104,12 @@ def test_crawl_delay_learnt_after_a_request_applies_to_that_gap():
     h.start(10.0)          # robots.txt itself, under the default delay
     h.finish(10.2, 200)
     h.adopt_crawl_delay(3.0)
-    assert h.ready_at() == pytest.approx(13.0)
+    assert h.ready_at() == pytest.approx(13.2)  # one at a time: from its end too, as `finish` would have
+    two = host(delay_s=1.0, base_delay_s=1.0, max_concurrency=2)
+    two.start(10.0)
+    two.finish(10.2, 200)
+    two.adopt_crawl_delay(3.0)
+    assert two.ready_at() == pytest.approx(13.0)  # between starts only
     h.adopt_crawl_delay(0.5)  # a shorter Crawl-delay never shortens the base delay
     assert h.delay_s == 1.0
 
@@ -115,7 +120,13 @@ def test_crawl_delay_learnt_after_a_late_request_counts_from_when_it_left():
     h.sent(10.02)          # the first connection took 20 ms: the host saw robots.txt asked at 10.02
     h.finish(10.4, 200)
     h.adopt_crawl_delay(2.0)
-    assert h.ready_at() == pytest.approx(12.02)
+    assert h.ready_at() == pytest.approx(12.4)  # and one at a time, from its end
+    two = host(delay_s=1.0, base_delay_s=1.0, max_concurrency=2)
+    two.start(10.0)
+    two.sent(10.02)
+    two.finish(10.4, 200)
+    two.adopt_crawl_delay(2.0)
+    assert two.ready_at() == pytest.approx(12.02)
 
 
 CFG = {"politeness.default_delay_s": 1.0, "politeness.max_concurrency_per_host": 2,
