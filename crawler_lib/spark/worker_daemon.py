@@ -5,7 +5,7 @@ Spark puts `pyspark.zip`, the py4j zip and its core jar (5,000 entries) on the P
 ahead of the site-packages that hold the same pyspark. Before each task a worker calls
 `importlib.invalidate_caches()`, which in Python 3.10-3.12 makes every zip importer on the path read
 its archive's directory again: ~80 ms of CPU a task, 78% of a worker's time on small tasks (py-spy),
-and an apply round of `crawl --continuous` runs a dozen Python tasks. The archives are dropped only
+and every apply round of `crawl --continuous` runs several Python tasks. The archives are dropped only
 when pyspark and py4j import from elsewhere (a pip-installed pyspark: the local master's case)."""
 from __future__ import annotations
 
