@@ -121,12 +121,16 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
 
         # 2. New URLs: outlinks of parsed pages, redirect targets and robots.txt sitemaps, inserted only
         #    when absent.
+        few = discovery.few_to_broadcast(parse, fetch)
         discovered = discovery.new_urls(cfg, parse, fetch, host_updates, crawldb.toDF(), now,
-                                        None if shape_counts is None else shape_counts.of(crawldb.toDF()))
+                                        None if shape_counts is None else shape_counts.of(crawldb.toDF()), few)
         if shape_counts is not None:  # computed once, for the MERGE and the counts
             discovered = discovered.localCheckpoint()
-        # One MERGE (one commit) applies the results and inserts the new URLs.
+        # One MERGE (one commit) applies the results and inserts the new URLs; a few pages' rows are
+        # broadcast to the CrawlDB's files rather than the CrawlDB shuffled to them (Spark's size
+        # estimate of this source is far above its size).
         source = updates.withColumn("_new", F.lit(False)).unionByName(discovered.withColumn("_new", F.lit(True)))
+        source = F.broadcast(source) if few else source
         counts = run_merge(
             crawldb.alias("t").merge(source.alias("s"), "t.url = s.url")
             .whenMatchedUpdate(condition=f"NOT s._new AND t.version = s.version AND t.lease_id = '{segment_id}'",

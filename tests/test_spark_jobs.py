@@ -343,6 +343,19 @@ def test_dedup_compares_a_key_shared_by_many_pages_with_its_earliest_pages_only(
     assert all(marks[f"http://h{n:02}.com/"][0] == "http://h00.com/" for n in range(1, 12))
 
 
+def test_a_segment_is_few_while_its_results_and_links_can_be_broadcast(spark, monkeypatch):
+    from crawler_lib.spark import discovery
+    parse = spark.createDataFrame([(["http://a.test/"] * 3,), (None,), (["http://b.test/"],)], "outlinks array<string>")
+    fetch = spark.range(4)  # results: the parsed pages and one that failed
+    assert discovery.few_to_broadcast(parse, fetch)
+    monkeypatch.setattr(discovery, "FEW_LINKS", 3)  # 4 links: a page without outlinks counts none
+    assert not discovery.few_to_broadcast(parse, fetch)
+    monkeypatch.setattr(discovery, "FEW_LINKS", 4)
+    assert discovery.few_to_broadcast(parse, fetch)
+    monkeypatch.setattr(discovery, "FEW_PAGES", 3)  # 4 results
+    assert not discovery.few_to_broadcast(parse, fetch)
+
+
 @pytest.mark.parametrize("known_shapes", ["stored", "missing"])  # missing: rows from before the column
 def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg, known_shapes):
     from datetime import datetime
@@ -375,6 +388,14 @@ def test_growth_bounds_block_endless_patterns_and_host_floods(spark, cfg, known_
     known_again = spark.createDataFrame([new_url_row("http://cal.test/cal/2000/1", now, "link")], schemas.url_state())
     candidates = known_again.unionByName(spark.createDataFrame(new, schemas.url_state()))
     assert unknown(candidates, crawldb, few=True).count() == unknown(candidates, crawldb, few=False).count() == len(new)
+    # A few pages' links are broadcast whatever Spark estimates their size to be: the CrawlDB is never
+    # shuffled.
+    spark.conf.set("spark.sql.autoBroadcastJoinThreshold", "-1")
+    try:
+        plan = unknown(candidates, crawldb, few=True)._jdf.queryExecution().executedPlan().toString()
+    finally:
+        spark.conf.unset("spark.sql.autoBroadcastJoinThreshold")
+    assert "SortMergeJoin" not in plan and "BroadcastHashJoin" in plan
     verdicts = {r.url: (r.status, r.reason) for r in result}
     shapes = {r.url: r.url_shape for r in result}
     assert shapes["http://cal.test/cal/2000/3"] == shapes["http://cal.test/cal/2000/4"] != shapes["http://cal.test/about"]

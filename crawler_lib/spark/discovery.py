@@ -15,19 +15,22 @@ from crawler_lib.spark.rowtasks import in_python
 from crawler_lib.spark.transitions import new_url_rows
 from crawler_lib.urls import URL_SHAPE_SQL, UrlFilter, UrlRejected, host_key, normalize
 
-# Up to this many parsed pages, a segment's (or an apply round's) new URLs are found by a semi-join
-# (`unknown`): their links are then few enough for Spark to broadcast (spark.sql.autoBroadcastJoinThreshold).
+# Up to this many results whose parsed pages hold up to this many links, a segment's (or an apply round's)
+# new URLs are found by a semi-join that broadcasts the links (`unknown`, ~100 bytes a link: ~25 MB at
+# most), and updatedb broadcasts its rows to the CrawlDB's files.
 FEW_PAGES = 5_000
+FEW_LINKS = 250_000
 DISCOVERED = "url string, url_id string, host_key string, source string, depth int, redirect_hops int, reason string"
 
 
 def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: Optional[DataFrame], crawldb: DataFrame,
-             now: datetime, known: Optional[DataFrame] = None) -> DataFrame:
+             now: datetime, known: Optional[DataFrame] = None, few: Optional[bool] = None) -> DataFrame:
     """A CrawlDB row (URL_STATE_COLUMNS) for every URL the segment found that the CrawlDB lacks: its
     parsed pages' followable outlinks, its redirect targets and its hosts' robots.txt sitemaps, one
     candidate per normalized URL (the shallowest, then fewest hops, then source), refused ones kept
     with their reason, those past a growth bound blocked (`bound_growth`). `known`: the CrawlDB's
-    `urls_per_shape`, when the caller keeps them (`ShapeCounts`); counted here otherwise."""
+    `urls_per_shape`, when the caller keeps them (`ShapeCounts`); counted here otherwise. `few`:
+    `few_to_broadcast(parse, fetch)`, when the caller has it."""
     links = (parse.filter(~F.col("nofollow"))
              .select(F.col("depth"), "parse_status", F.explode("outlinks").alias("link"))
              .filter(F.lit(cfg["parser.follow_rel_nofollow"]) | ~F.col("link.nofollow"))
@@ -47,11 +50,19 @@ def new_urls(cfg, parse: DataFrame, fetch: DataFrame, host_updates: Optional[Dat
     candidates = (candidates
                   .groupBy("url").agg(F.min(F.struct("depth", "redirect_hops", "source")).alias("c"))
                   .select("url", "c.*"))
-    few = parse.limit(FEW_PAGES + 1).count() <= FEW_PAGES
+    few = few_to_broadcast(parse, fetch) if few is None else few
     found = in_python(unknown(candidates, crawldb, few).select("url", "source", "depth", "redirect_hops"),
                       _discover_task(cfg), DISCOVERED)
     return bound_growth(cfg, new_url_rows(found, now, DISCOVERED_PRIORITY),
                         urls_per_shape(crawldb) if known is None else known)
+
+
+def few_to_broadcast(parse: DataFrame, fetch: DataFrame) -> bool:
+    """Whether a segment's (or an apply round's) results (`fetch`) and its parsed pages' links (`parse`)
+    are few enough to broadcast: the links and redirect targets in `unknown`, the CrawlDB rows that
+    updatedb merges."""
+    pages, links = parse.limit(FEW_PAGES + 1).agg(F.count("*"), F.sum(F.greatest(F.size("outlinks"), F.lit(0)))).first()
+    return pages <= FEW_PAGES and (links or 0) <= FEW_LINKS and fetch.limit(FEW_PAGES + 1).count() <= FEW_PAGES
 
 
 def unknown(candidates: DataFrame, crawldb: DataFrame, few: bool) -> DataFrame:
@@ -60,11 +71,13 @@ def unknown(candidates: DataFrame, crawldb: DataFrame, few: bool) -> DataFrame:
     semi-join that broadcasts the candidates instead of shuffling every URL of the CrawlDB; it reads
     the candidates twice, which costs more than it saves once they are too many to broadcast
     (`bench.discovery`, 3 M URLs, 10 links a page: 2,000 pages 3.0-3.5 s by the semi-join, 4.6-5.6 s by
-    one anti-join; 20,000 pages, whose links are too many to broadcast, 5.8-6.6 s against 5.2-5.7 s)."""
+    one anti-join; 20,000 pages, whose links are too many to broadcast, 5.8-6.6 s against 5.2-5.7 s).
+    The broadcasts are asked for: Spark's estimate of exploded, aggregated links is far above their
+    size, and adaptive execution turned the joins into broadcasts only after shuffling the CrawlDB."""
     if not few:
         return candidates.join(crawldb.select("url"), "url", "left_anti")
-    known = crawldb.select("url").join(candidates.select("url"), "url", "left_semi")
-    return candidates.join(known, "url", "left_anti")
+    known = crawldb.select("url").join(F.broadcast(candidates.select("url")), "url", "left_semi")
+    return candidates.join(F.broadcast(known), "url", "left_anti")
 
 
 def sitemap_lastmods(parse: DataFrame, now: datetime) -> Optional[DataFrame]:
