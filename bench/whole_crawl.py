@@ -43,8 +43,10 @@ def our_crawl(seeds: str, crawl_dir: str, case_name: str) -> None:
                                  "politeness.default_delay_s": case["delay_s"], "generate.top_n": case["top_n"]})
     event_log = f"{crawl_dir}-eventlog"
     os.makedirs(event_log)
+    # BENCH_SPARK_CONF (JSON): Spark settings to try against the defaults (an A/B of JVM options).
     spark = get_spark("bench-whole-crawl", cfg, {"spark.ui.enabled": "false", "spark.eventLog.enabled": "true",
-                                                 "spark.eventLog.compress": "false", "spark.eventLog.dir": event_log})
+                                                 "spark.eventLog.compress": "false", "spark.eventLog.dir": event_log,
+                                                 **json.loads(os.environ.get("BENCH_SPARK_CONF") or "{}")})
     spark.sparkContext.setLogLevel("ERROR")
     reported: list[str] = []
     history = crawl.run(spark, cfg, crawl_dir, case["cycles"], seeds=[seeds], report=reported.append)
