@@ -3,8 +3,8 @@
 `Requester.get` sends one GET for a slot the gate already granted, writes the request to the audit
 log (every request sent, robots.txt included, each page request naming the robots.txt capture whose
 rules allowed it) and archives the exchange. `FetchOutput` holds the rows a task yields: "url" (one
-per input URL, always), "host" (one per host) and "request" (one per request sent), and reports
-progress.
+per input URL, always), "host" (one per host), "request" (one per request sent) and, when the task
+parses its pages as it fetches them and keeps the parses, "parse"; and it reports progress.
 """
 from __future__ import annotations
 
@@ -16,9 +16,10 @@ from typing import Callable, Optional
 from crawler_lib.archive import Archiver
 from crawler_lib.hostqueue import HostQueue, SlotGate
 from crawler_lib.journal import FetchJournal
+from crawler_lib.parser import needs_parse
 from crawler_lib.schema import to_datetime
 from crawler_lib.transport import DEFAULT_HEADERS, RequestFailed, Response
-from crawler_lib.warc import RecordLocation
+from crawler_lib.warc import RecordLocation, StoredResponse
 
 log = logging.getLogger("crawler.fetcher")
 PROGRESS_EVERY_S = 30.0
@@ -45,12 +46,18 @@ def robots_fields(host: HostQueue, agent: str) -> dict:
 
 
 class FetchOutput:
-    """The task's output rows; url outcomes and request rows are journalled as they are made."""
+    """The task's output rows; url outcomes and request rows are journalled as they are made.
+    `parse_page(result, stored)`: parses a page as it is fetched (`fetcher.journal_parses`), its parse
+    row journalled just before its outcome (so that whoever reads the outcome has the parse), and kept
+    in the rows when `keep_parses` (`fetcher.parse`: the task's parses need not be made again)."""
 
-    def __init__(self, partition_id: int, total_urls: int, clock: Callable[[], float], journal: FetchJournal):
+    def __init__(self, partition_id: int, total_urls: int, clock: Callable[[], float], journal: FetchJournal,
+                 parse_page: Optional[Callable[[dict, StoredResponse], dict]] = None, keep_parses: bool = False):
         self.partition_id = partition_id
         self.clock = clock
         self.journal = journal
+        self.parse_page = parse_page
+        self.keep_parses = keep_parses
         self.rows: list[tuple[str, dict]] = []
         self.progress = _Progress(total=total_urls)
 
@@ -61,16 +68,23 @@ class FetchOutput:
             self._report_progress()
 
     def url(self, row: dict, outcome: str, reason: Optional[str] = None, http_status: Optional[int] = None,
-            fetched_at: Optional[float] = None, **fields) -> None:
-        self.rows.append(("url", {
+            fetched_at: Optional[float] = None, stored: Optional[StoredResponse] = None, **fields) -> None:
+        """`stored`: the response as its WARC record holds it (a page to parse, with `parse_page`)."""
+        result = {
             "url": row["url"], "host_key": row["host_key"], "version": row["version"],
             "lease_id": row["lease_id"], "depth": row.get("depth") or 0,
             "redirect_hops": row.get("redirect_hops") or 0, "outcome": outcome, "reason": reason,
             "http_status": http_status, "fetched_at": to_datetime(fetched_at or self.clock()),
             "content_type": None, "content_encoding": None, "etag": None, "last_modified": None,
             "redirect_to": None, "ip_address": None, "body_bytes": None, "truncated": None, "revisit_of": None,
-            "warc_filename": None, "warc_offset": None, "warc_length": None, **fields}))
-        self.journal.url(self.rows[-1][1])
+            "warc_filename": None, "warc_offset": None, "warc_length": None, **fields}
+        if stored is not None and self.parse_page is not None and needs_parse(result):
+            parse = self.parse_page(result, stored)
+            self.journal.parse(parse)
+            if self.keep_parses:
+                self.rows.append(("parse", parse))
+        self.rows.append(("url", result))
+        self.journal.url(result)
         self._report_progress()
 
     def host(self, host: HostQueue, agent: str) -> None:

@@ -18,7 +18,9 @@ politeness.
 
 `fetch_partition(rows, ...)` takes and yields plain dicts so it runs inside Spark's mapPartitions
 and in unit tests alike. It yields `(kind, row)` with kind "url" (one per input URL, always),
-"host" (one per host) and "request" (one per HTTP request sent, robots.txt included).
+"host" (one per host), "request" (one per HTTP request sent, robots.txt included) and, with
+`fetcher.journal_parses` and `fetcher.parse`, "parse" (one per page parsed as it was fetched: on the
+loop, between requests, which delays other hosts' requests by the parse and never hastens one).
 """
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ import time
 import uuid
 from collections import deque
 from concurrent.futures import Executor, ThreadPoolExecutor
+from functools import partial
 from itertools import groupby
 from typing import Callable, Iterable, Iterator, Optional
 
@@ -39,6 +42,7 @@ from crawler_lib.exchange import PAGE, FetchOutput, Requester
 from crawler_lib.hostqueue import HostQueue, SlotGate
 from crawler_lib.journal import FetchJournal
 from crawler_lib.netguard import AddressGuard
+from crawler_lib.parser import parse_stored
 from crawler_lib.politeness import BACKOFF_STATUSES, HostPoliteness
 from crawler_lib.robots import UNREACHABLE, RobotsPolicy
 from crawler_lib.robots_client import RobotsClient
@@ -46,7 +50,7 @@ from crawler_lib.schema import to_epoch
 from crawler_lib.stop import stop_requested
 from crawler_lib.transport import AiohttpTransport, RequestFailed
 from crawler_lib.urls import UrlFilter, UrlRejected, resolve
-from crawler_lib.warc import WarcFileWriter
+from crawler_lib.warc import StoredResponse, WarcFileWriter
 
 log = logging.getLogger("crawler.fetcher")
 
@@ -87,7 +91,9 @@ class PartitionFetcher:
         if not self.replay.empty:
             log.info("fetch task %d: resuming an earlier attempt: %d URLs answered, %d answers lost, %d requests",
                      self.partition_id, len(self.replay.outcomes), len(self.replay.lost), len(self.replay.requests))
-        self.output = FetchOutput(self.partition_id, len(rows), self.clock, self.journal)
+        parse_page = partial(parse_stored, cfg=self.cfg) if self.cfg["fetcher.journal_parses"] else None
+        self.output = FetchOutput(self.partition_id, len(rows), self.clock, self.journal, parse_page,
+                                  keep_parses=self.cfg["fetcher.parse"])
         for request in self.replay.requests:
             self.output.replayed("request", request)
         self.hosts = {key: self._make_host(key, list(group), task_deadline)
@@ -331,6 +337,7 @@ class PartitionFetcher:
                         etag=response.header("ETag"), last_modified=response.header("Last-Modified"),
                         redirect_to=redirect_to, ip_address=response.ip_address, body_bytes=len(response.body),
                         truncated=response.truncated, revisit_of=response.revisit_of,
+                        stored=StoredResponse(row["url"], status, response.headers, response.body),
                         warc_filename=warc_pointer(location.filename), warc_offset=location.offset, warc_length=location.length)
 
     def _note_failure(self, host: HostQueue) -> None:

@@ -6,6 +6,7 @@ Lines, JSON, one file set per partition under `segments/<id>/journal/`:
 - `intent`: a request about to be sent (written before it is);
 - `request`: the audit row of a request sent (so `fetchlog` holds every request of every attempt);
 - `url`: a URL's outcome, with the location of its WARC record;
+- `parse`: with `fetcher.journal_parses`, the page's parse row, written just before its `url` line;
 - `politeness`: a host's backoff state after a request; `robots`: its rules after a robots.txt fetch.
 
 `Replay` reads the earlier attempts' lines: their outcomes and request rows are emitted again (the
@@ -150,24 +151,33 @@ def _new_lines(fs, path: str, offsets: dict[str, int]):
 
 class JournaledResults:
     """The URL outcomes every attempt of every task of a fetch has journalled (the running or interrupted
-    fetch of `updatedb --running`), each with its task's `fetch_partition`: each call of `new` reads
-    only what was journalled since the last one (the loop of `crawl --continuous` keeps its reader)."""
+    fetch of `updatedb --running`), each with its task's `fetch_partition`, and the parse rows journalled
+    with them (`fetcher.journal_parses`): each call of `new` reads only what was journalled since the
+    last one (the loop of `crawl --continuous` keeps its reader)."""
 
     def __init__(self, directory: str):
         self.fs, self.path = fsspec.core.url_to_fs(directory.rstrip("/"))
         self._offsets: dict[str, int] = {}
+        self._parses: dict[str, dict] = {}  # url -> parse row whose outcome line is not read yet
         self.urls: set[str] = set()  # every URL with an outcome read so far
         self.reads = 0
 
-    def new(self) -> list[dict]:
+    def new(self) -> tuple[list[dict], dict[str, dict]]:
+        """(results journalled since the last call, their parse rows by URL where journalled)."""
         self.reads += 1
         results = {}
         for name, line in _new_lines(self.fs, self.path, self._offsets):
-            if line.pop("k") == "url":
+            kind = line.pop("k")
+            if kind == "parse":
+                self._parses[line["url"]] = line
+            elif kind == "url":
                 partition = int(name.rstrip("/").split("/")[-2].removeprefix("part-"))
                 results[line["url"]] = {**line, "fetch_partition": partition}
         self.urls.update(results)
-        return list(results.values())
+        # A parse line precedes its outcome's, so a read that has the outcome has the parse; one left
+        # without an outcome (its attempt died between the two) waits, and a retry never sends it again.
+        parses = {url: self._parses.pop(url) for url in results if url in self._parses}
+        return list(results.values()), parses
 
 
 class FetchJournal:
@@ -214,6 +224,10 @@ class FetchJournal:
 
     def url(self, row: dict) -> None:
         self._line({"k": "url", **row})
+
+    def parse(self, row: dict) -> None:
+        """`row`: a page's parse row (crawler_lib.parser), journalled before its outcome."""
+        self._line({"k": "parse", **row})
 
     def politeness(self, host_key: str, next_allowed_at, backoff_until, consecutive_failures: int) -> None:
         self._line({"k": "politeness", "host_key": host_key, "next_allowed_at": next_allowed_at,

@@ -18,7 +18,7 @@ from crawler_lib import fingerprint
 from crawler_lib import status as st
 from crawler_lib.sitemaps import maybe_gunzip, sitemap_entries, sitemap_kind
 from crawler_lib.urls import LinkResolver, UrlRejected
-from crawler_lib.warc import RecordReader, read_response
+from crawler_lib.warc import RecordReader, StoredResponse, read_response
 
 HTML_TYPES = ("text/html", "application/xhtml+xml")
 # Left out of the main text: a site's template (menus, header, footer, sidebars) and what is not text.
@@ -157,15 +157,10 @@ def main_text(tree: LexborHTMLParser) -> str:
 
 def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) -> dict:
     """Parse row for one fetch result: read its WARC record (through `reader`, which keeps files
-    open, when given), decode, digest, parse if HTML; links resolve against the fetched URL even
-    when the payload is another URL's identical one.
+    open, when given), then `parse_stored`.
 
     Never raises for the page's sake: a broken page is a parse_status with a reason.
     """
-    row = {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
-           "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
-           "content_digest": None, "simhash": None, "simhash_version": None, "minhash_bands": None, "noindex": False,
-           "nofollow": False, "outlinks": [], "links_dropped": 0}
     read = reader.read_response if reader else read_response
     try:
         if fetch.get("payload_filename"):  # a revisit: the payload is in the referred-to record
@@ -173,8 +168,31 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
         else:
             stored = read(fetch["warc_filename"], fetch["warc_offset"], fetch["warc_length"])
     except (OSError, ValueError) as exc:
-        row.update(parse_status="failed", reason=f"warc_unreadable: {type(exc).__name__}")
-        return row
+        return {**_parse_row(fetch), "parse_status": "failed", "reason": f"warc_unreadable: {type(exc).__name__}"}
+    return parse_stored(fetch, stored, cfg)
+
+
+def needs_parse(result: dict) -> bool:
+    """Whether a fetch result gets a parse row: a 2xx response with a WARC record."""
+    return (result["outcome"] == st.RESPONSE and 200 <= (result["http_status"] or 0) < 300
+            and bool(result.get("warc_filename")))
+
+
+def _parse_row(fetch: dict) -> dict:
+    return {"url": fetch["url"], "version": fetch["version"], "lease_id": fetch["lease_id"],
+            "depth": fetch.get("depth") or 0, "parse_status": "ok", "reason": None, "title": None,
+            "content_digest": None, "simhash": None, "simhash_version": None, "minhash_bands": None, "noindex": False,
+            "nofollow": False, "outlinks": [], "links_dropped": 0}
+
+
+def parse_stored(fetch: dict, stored: StoredResponse, cfg) -> dict:
+    """Parse row for one fetch result from its response as stored (read back from its WARC record,
+    or still in the fetch task's memory): decode, digest, parse if HTML; links resolve against the
+    fetched URL even when the payload is another URL's identical one.
+
+    Never raises for the page's sake: a broken page is a parse_status with a reason.
+    """
+    row = _parse_row(fetch)
     try:
         payload = decode_content(stored.body, stored.header("Content-Encoding"), cfg["parser.max_decoded_bytes"])
     except BodyTooLarge:
@@ -214,17 +232,18 @@ def parse_fetch_result(fetch: dict, cfg, reader: Optional[RecordReader] = None) 
     return row
 
 
-def parse_fetch_task(results: Iterable[dict], cfg, crawl_root: Optional[str] = None) -> Iterator[dict]:
+def parse_fetch_task(results: Iterable[dict], cfg, crawl_root: Optional[str] = None,
+                     only: Optional[set] = None) -> Iterator[dict]:
     """Parse rows for the per-URL results of one fetch task (all of them: a revisit refers to a
-    response its own task stored): the 2xx responses with a WARC record, read in file order through
-    one reader, a revisit's payload taken from the record it refers to. The fetch task calls this
-    right after fetching (Nutch's fetcher.parse), the parse job over the same groups of rows."""
+    response its own task stored): the 2xx responses with a WARC record (of those, the URLs in `only`
+    when given), read in file order through one reader, a revisit's payload taken from the record it
+    refers to. The fetch task calls this right after fetching (Nutch's fetcher.parse), the parse job
+    over the same groups of rows."""
     results = list(results)
     stored = {r["url"]: r for r in results if r.get("warc_filename") and not r.get("revisit_of")}
     pages = []
     for result in results:
-        if result["outcome"] != st.RESPONSE or not 200 <= (result["http_status"] or 0) < 300 \
-                or not result.get("warc_filename"):
+        if not needs_parse(result) or (only is not None and result["url"] not in only):
             continue
         payload = stored.get(result.get("revisit_of") or "")
         pages.append({**result, "payload_filename": payload and payload["warc_filename"],

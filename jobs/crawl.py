@@ -115,7 +115,8 @@ class ContinuousCrawl:
         self.progress_interval_s = cfg["continuous.progress_interval_s"]
         self.cfg = cfg.with_overrides(**{
             "fetcher.partitions": min(cfg["fetcher.partitions"] or slots, max(1, (slots - 1) // self.fetches)),
-            "fetcher.parse": False,  # the apply parses each page once, as it applies it
+            # Each page is parsed once, as it is fetched, and its parse journalled for the apply rounds.
+            "fetcher.parse": False, "fetcher.journal_parses": True,
             "fetcher.time_limit_s": min(cfg["fetcher.time_limit_s"], cfg["continuous.segment_time_s"]),
             "fetcher.progress_interval_s": 0})  # the loop's line says it for all segments
         self.pool = ThreadPoolExecutor(self.fetches, thread_name_prefix="continuous-fetch")

@@ -48,14 +48,16 @@ def _fetch_task(cfg, segment_id: str, crawl: CrawlDir, parse: bool):
         context = TaskContext.get()
         attempt = context.attemptNumber() if context else 0
         rows = (row.asDict() for _key, row in keyed_rows)
-        results = []
+        results, parsed = [], set()
         for kind, out in fetch_partition(rows, cfg, segment_id, partition_id, crawl.warc, attempt,
                                          crawl.segment(segment_id, "journal"), crawl.segment(segment_id, "stop")):
             if kind == "url":
                 results.append(out)
+            elif kind == "parse":  # parsed as fetched (fetcher.journal_parses)
+                parsed.add(out["url"])
             yield tagged(kind, out)
-        if parse:  # the task's own WARC records, just written (Nutch's fetcher.parse)
-            for out in parse_fetch_task(results, cfg, crawl.root):
+        if parse:  # the rest from the task's own WARC records, just written (Nutch's fetcher.parse)
+            for out in parse_fetch_task(results, cfg, crawl.root, only={r["url"] for r in results} - parsed):
                 yield tagged("parse", out)
     return run
 

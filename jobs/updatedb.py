@@ -9,10 +9,11 @@ already updated the host. Each MERGE is idempotent on its own, so a crash betwee
 rerun (the HostDB's runs beside the CrawlDB's: on small segments a MERGE is mostly driver time).
 A segment parsed again by the parse job (`parse --reparse`, e.g. after a fingerprint upgrade) also
 gives its fingerprints to the pages whose rows still hold its capture. With `--running`, a segment whose
-fetch has not committed gets what its tasks have journalled so far (results parsed here from their WARC
-records, and their new URLs): found links reach the CrawlDB while an hour-long fetch still runs, and the
-updatedb after the fetch finds those results' leases cleared and applies them no second time (and,
-with `--running`, parses only the rest when the fetch did not parse: `crawl --continuous`).
+fetch has not committed gets what its tasks have journalled so far (results with the parses their
+tasks journalled, `fetcher.journal_parses`, or else parsed here from their WARC records, and their new
+URLs): found links reach the CrawlDB while an hour-long fetch still runs, and the updatedb after the
+fetch finds those results' leases cleared and applies them no second time (and, with `--running`,
+parses only the rest when the fetch did not parse: `crawl --continuous`).
 """
 from __future__ import annotations
 
@@ -27,6 +28,7 @@ from crawler_lib import status as st
 from crawler_lib.crawldb import FINGERPRINT_FIELDS, URL_STATE_COLUMNS
 from crawler_lib.crawldir import CrawlDir, CrawlError
 from crawler_lib.journal import JournaledResults
+from crawler_lib.parser import needs_parse
 from crawler_lib.schema import FETCH_RESULT, HOST_RESULT, column_names, sql_timestamp
 from crawler_lib.spark import discovery, schemas, segments
 from crawler_lib.spark.session import sized_to_inputs
@@ -46,7 +48,7 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
         running: bool = False, journal: Optional[JournaledResults] = None,
         shape_counts: Optional[discovery.ShapeCounts] = None) -> dict:
     """`running`: a segment whose fetch has not committed (running, or interrupted) gets the results
-    its fetch tasks have journalled so far, parsed here, and their new URLs; host state and the rest
+    its fetch tasks have journalled so far, with their parses, and their new URLs; host state and the rest
     of the results wait for the updatedb after the fetch, which does not apply them twice. A committed
     segment fetched without parsing (`crawl --continuous`) gets its results not applied yet parsed here.
     `journal`: the segment's journal reader a caller keeps between calls (`crawl --continuous`), so
@@ -159,11 +161,12 @@ def run(spark, cfg, crawl_dir: str, segment_id: Optional[str] = None, now: Optio
 
 def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str, crawldb, journal: JournaledResults):
     """(results not applied yet, their parses) of what the tasks of a fetch that has not committed have
-    journalled since `journal` last read; (None, None) when there is none. Only a first read looks for
-    results applied already (by an earlier run): later ones were journalled after it, and the MERGE's
-    lease and version condition applies none twice anyway."""
+    journalled since `journal` last read; (None, None) when there is none. The parses are the journalled
+    ones (`fetcher.journal_parses`); without them the pages are parsed here, from their WARC records.
+    Only a first read looks for results applied already (by an earlier run): later ones were journalled
+    after it, and the MERGE's lease and version condition applies none twice anyway."""
     first_read = journal.reads == 0
-    rows = journal.new()
+    rows, parses = journal.new()
     if not rows:
         return None, None
     columns = [*schemas.fetch_result().fieldNames(), "fetch_partition"]
@@ -173,7 +176,14 @@ def _journaled_so_far(spark, cfg, crawl: CrawlDir, segment_id: str, crawldb, jou
         results = _unapplied(crawldb, segment_id, results)
         if results.isEmpty():
             return None, None
-    return results.drop("fetch_partition"), _parsed(spark, cfg, crawl, results)
+    if any(needs_parse(r) and r["url"] not in parses for r in rows):
+        return results.drop("fetch_partition"), _parsed(spark, cfg, crawl, results)
+    parse_columns = schemas.parse_result().fieldNames()
+    parse = spark.createDataFrame([tuple(p.get(c) for c in parse_columns) for p in parses.values()],
+                                  schemas.parse_result())
+    if first_read:
+        parse = parse.join(results.select("url", "version"), ["url", "version"], "left_semi")
+    return results.drop("fetch_partition"), parse
 
 
 def _unapplied(crawldb, segment_id: str, results):

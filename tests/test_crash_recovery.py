@@ -129,10 +129,13 @@ def test_with_fetcher_parse_off_updatedb_waits_for_the_parse_step(spark, cfg, we
     assert updatedb.run(spark, cfg, crawl, segment)["applied"] == 6
 
 
+@pytest.mark.parametrize("journal_parses", [False, True])
 def test_updatedb_running_applies_what_the_journal_holds_and_the_later_updatedb_the_rest_once(spark, cfg, web,
-                                                                                            tmp_path):
+                                                                                            tmp_path, journal_parses):
     """`updatedb --running` over a fetch that has not committed (each task's journal cut after its first
-    answer: the fetch is still running, or died there), then the fetch resumed and its own updatedb."""
+    answer: the fetch is still running, or died there), then the fetch resumed and its own updatedb.
+    With `fetcher.journal_parses` the pages' parses come from the journal: no WARC record is read."""
+    cfg = cfg.with_overrides(fetcher__journal_parses=journal_parses)
     crawl = seeded(spark, cfg, web, tmp_path)
     segment = generate.run(spark, cfg, crawl)["segment"]
     fetch.run(spark, cfg, crawl, segment)
@@ -147,10 +150,16 @@ def test_updatedb_running_applies_what_the_journal_holds_and_the_later_updatedb_
         asked |= {line["url"] for line in kept if line["k"] == "intent" and line["purpose"] == "page"}
     lost = asked - answered  # asked when the fetch stopped: never asked twice, back to the pool
     before = {r.url for r in read(spark, CrawlDir(crawl).crawldb).collect()}
+    warc, away = CrawlDir(crawl).warc, str(tmp_path / "warc-away")
+    if journal_parses:
+        shutil.move(warc, away)
     early = updatedb.run(spark, cfg, crawl, segment, running=True)
+    if journal_parses:
+        shutil.move(away, warc)
     assert early["journaled"] == early["applied"] == len(answered) < 6
     rows = read(spark, CrawlDir(crawl).crawldb).collect()
     assert {r.url for r in rows if r.status == "fetched" and r.lease_id is None} == answered
+    assert all(r.simhash is not None for r in rows if r.url in answered)  # parsed, whatever the WARC files
     assert {r.url for r in rows} - before  # their pages' links are in the CrawlDB before the fetch ends
     assert updatedb.run(spark, cfg, crawl, segment, running=True)["applied"] == 0  # nothing twice
 

@@ -35,20 +35,37 @@ def test_each_poll_reads_only_new_whole_lines(tmp_path):
 
 def test_each_read_of_journaled_results_returns_only_what_was_journalled_since(tmp_path):
     results = JournaledResults(str(tmp_path / "journal"))
-    assert results.new() == []  # no journal yet
+    assert results.new() == ([], {})  # no journal yet
     _journal_one(str(tmp_path / "journal" / "part-00003"), "3-0-a", "http://a.test", "http://a.test/1", 200, 0.0)
     being_written = tmp_path / "journal" / "part-00001" / "1-0-b.jsonl"
     being_written.parent.mkdir()
     being_written.write_text('{"k":"url","url":"http://b.test/1","outcome":"response","http_status":404}\n{"k":"u')
-    first = results.new()
+    first, _ = results.new()
     assert sorted((r["url"], r["fetch_partition"], r["http_status"]) for r in first) == [
         ("http://a.test/1", 3, 200), ("http://b.test/1", 1, 404)]
-    assert results.new() == []  # nothing new: nothing read twice
+    assert results.new() == ([], {})  # nothing new: nothing read twice
     with open(being_written, "a") as handle:  # the line being written is done, and one more follows
         handle.write('rl","url":"http://b.test/2","outcome":"response","http_status":200}\nnot json\n'
                      '{"k":"url","url":"http://b.test/3","outcome":"response","http_status":200}\n')
-    assert [r["url"] for r in results.new()] == ["http://b.test/2"]  # a line never completed ends its file
-    assert results.new() == [] and results.urls == {"http://a.test/1", "http://b.test/1", "http://b.test/2"}
+    assert [r["url"] for r in results.new()[0]] == ["http://b.test/2"]  # a line never completed ends its file
+    assert results.new() == ([], {}) and results.urls == {"http://a.test/1", "http://b.test/1", "http://b.test/2"}
+
+
+def test_a_journalled_parse_comes_with_its_outcome_even_when_a_read_falls_between_them(tmp_path):
+    results = JournaledResults(str(tmp_path / "journal"))
+    journal = FetchJournal(str(tmp_path / "journal" / "part-00000"), "0-0-a")
+    journal.parse({"url": "http://a.test/1", "title": "one"})
+    journal.url({"url": "http://a.test/1", "outcome": "response", "http_status": 200})
+    journal.parse({"url": "http://a.test/2", "title": "two"})  # its attempt dies before the outcome
+    assert results.new() == ([{"url": "http://a.test/1", "outcome": "response", "http_status": 200,
+                               "fetch_partition": 0}], {"http://a.test/1": {"url": "http://a.test/1", "title": "one"}})
+    journal.parse({"url": "http://a.test/3", "title": "three"})
+    assert results.new() == ([], {})  # a parse alone is not a result
+    journal.url({"url": "http://a.test/3", "outcome": "response", "http_status": 200})
+    journal.close()
+    rows, parses = results.new()
+    assert [r["url"] for r in rows] == ["http://a.test/3"] and list(parses) == ["http://a.test/3"]
+    assert results.urls == {"http://a.test/1", "http://a.test/3"}
 
 
 def test_progress_lines_come_every_interval_and_stop_with_the_fetch(tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from crawler_lib import status as st
 from crawler_lib.fetcher import fetch_partition
-from crawler_lib.journal import Replay
+from crawler_lib.journal import JournaledResults, Replay
+from crawler_lib.parser import parse_fetch_task
 from tests.helpers import assert_polite, rows_for
 
 
@@ -37,6 +38,22 @@ def test_fetches_obey_robots_and_delay(cfg, test_web, tmp_path):
     assert_polite(test_web.log, cfg["politeness.default_delay_s"])
     assert len(out["request"]) == len(test_web.log)
     assert {h["host_key"] for h in out["host"]} == set(test_web.host_keys)
+
+
+def test_pages_parsed_as_fetched_are_journalled_as_their_warc_records_parse(cfg, test_web, tmp_path):
+    host = test_web.host_keys[0]
+    urls = [host + p for p in ("/", "/page/0", "/page/0/copy", "/page/0/near", "/sitemap.xml", "/missing", "/old")]
+    journal = str(tmp_path / "journal")
+    out = run(cfg.with_overrides(fetcher__journal_parses=True), rows_for(urls), tmp_path, journal_dir=journal)
+    results, journalled = JournaledResults(journal).new()
+    from_warc = {p["url"]: p for p in parse_fetch_task(out["url"], cfg, str(tmp_path))}
+    assert journalled == from_warc and {p["url"]: p for p in out["parse"]} == from_warc  # kept: fetcher.parse
+    assert set(from_warc) == {host + p for p in ("/", "/page/0", "/page/0/copy", "/page/0/near", "/sitemap.xml")}
+    assert {r["url"]: r["revisit_of"] for r in results}[host + "/page/0/copy"] == host + "/page/0"
+    assert {p["parse_status"] for p in from_warc.values()} == {"ok", "sitemap"} and from_warc[host + "/"]["outlinks"]
+    only_fetched = run(cfg.with_overrides(fetcher__journal_parses=True, fetcher__parse=False), rows_for(urls),
+                       tmp_path, journal_dir=str(tmp_path / "journal2"))
+    assert "parse" not in only_fetched and len(JournaledResults(str(tmp_path / "journal2")).new()[1]) == 5
 
 
 def test_cached_robots_are_not_refetched_and_conditional_get(cfg, test_web, tmp_path):

@@ -30,9 +30,19 @@ def cfg():
                                   "http.timeout_s": 2.0, "politeness.backoff_base_s": 0.1})
 
 
-def fetch(cfg, urls, tmp_path):
+def fetch(cfg, urls, tmp_path, part="url"):
     rows = [dict(url=u, host_key=host_key(u), version=1, lease_id="seg", priority=1.0, depth=0) for u in urls]
-    return {r["url"]: r for kind, r in fetch_partition(rows, cfg, "seg", 0, str(tmp_path / "warc")) if kind == "url"}
+    return {r["url"]: r for kind, r in fetch_partition(rows, cfg, "seg", 0, str(tmp_path / "warc")) if kind == part}
+
+
+def test_hostile_pages_parsed_as_fetched_parse_as_their_warc_records(cfg, hostile, tmp_path):
+    host, _ = hostile
+    urls = [host + p for p in ("/hostile/big", "/hostile/bomb", "/hostile/type", "/hostile/garbage",
+                               "/hostile/links")]
+    as_fetched = fetch(cfg.with_overrides(fetcher__journal_parses=True), urls, tmp_path, part="parse")
+    results = fetch(cfg, urls, tmp_path / "again").values()  # fetched again, parsed from its WARC records
+    from_warc = {row["url"]: row for row in parse_fetch_task(results, cfg, str(tmp_path / "again"))}
+    assert as_fetched == from_warc and set(from_warc) == set(urls)
 
 
 def test_limits_hold_and_memory_stays_bounded(cfg, hostile, tmp_path):
