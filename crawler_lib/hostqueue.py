@@ -157,7 +157,10 @@ class SlotGate:
                 continue
             now = self.clock()
             ready = politeness.ready_at()
-            if ready >= host.deadline:
+            # `now` too: a worker that wakes past the deadline (the loop busy meanwhile, e.g. parsing
+            # pages) would otherwise take a free connection, find the deadline passed and retry without
+            # ever yielding to the loop.
+            if max(ready, now) >= host.deadline:
                 return "host_backoff" if politeness.backoff_until >= host.deadline else "time_limit"
             if address:
                 ready = max(ready, address.ready_at())

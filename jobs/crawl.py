@@ -5,15 +5,16 @@ The parse step runs only when the fetch did not parse (`fetcher.parse: false`). 
 
 `--continuous` runs no cycles: in one Spark session, segments fetch in background threads while the
 driver's loop applies what they have journalled every `continuous.apply_interval_s` (`updatedb
---running`: parsed there, applied by the `(url, version, lease_id)` rule, new URLs inserted when
-absent) and generates a new segment whenever a fetch slot is free, over hosts (and, with
-generate.place_by_ip, addresses) no live segment holds. So a discovered URL reaches the CrawlDB within
-about an interval whatever the segment's length, and a URL falling due (or injected with `inject
---due-now`) waits at most one segment's `continuous.segment_time_s` for its host. Only the loop's
-thread writes the CrawlDB and HostDB (Delta commits never race each other); fetch threads write their
-own segment. A stop ends the fetches early, applies them whole and releases their leases; a restart
-first resumes the segments whose host leases are still live (their journals keep what was fetched).
-No dedup runs: schedule it beside (the crawl_session DAG runs it after)."""
+--running`: pages parsed by their fetch tasks as fetched and journalled with their outcomes, applied by
+the `(url, version, lease_id)` rule, new URLs inserted when absent) and generates a new segment
+whenever a fetch slot is free, over hosts (and, with generate.place_by_ip, addresses) no live segment
+holds. So a discovered URL reaches the CrawlDB within about an interval whatever the segment's
+length, and a URL falling due (or injected with `inject --due-now`) waits at most one segment's
+`continuous.segment_time_s` for its host. Only the loop's thread writes the CrawlDB and HostDB
+(Delta commits never race each other); fetch threads write their own segment. A stop ends the
+fetches early, applies them whole and releases their leases; a restart first resumes the segments
+whose host leases are still live (their journals keep what was fetched). No dedup runs: schedule
+it beside (the crawl_session DAG runs it after)."""
 from __future__ import annotations
 
 import sys

@@ -161,3 +161,22 @@ def test_a_late_send_pushes_the_next_start():
     h.sent(0.05)           # the request left 50 ms after its slot was granted
     h.finish(0.2, 200)
     assert h.ready_at() == pytest.approx(1.05)
+
+
+def test_a_worker_waking_past_its_hosts_deadline_is_refused_not_spun():
+    """The loop was busy past the host's deadline while its next start was due before it: the gate
+    refuses the slot at once (it took and gave back a free connection forever, never yielding)."""
+    import asyncio
+    from collections import deque
+
+    from crawler_lib.hostqueue import HostQueue, SlotGate
+    calls = []
+
+    def clock():  # bounded: a gate that spins fails here instead of hanging the test
+        calls.append(1)
+        if len(calls) > 1000:
+            raise RuntimeError("the gate spun")
+        return 150.0
+
+    host = HostQueue("http://a.test", deque(), HostPoliteness(delay_s=1.0, next_allowed_at=50.0), deadline=100.0)
+    assert asyncio.run(SlotGate(clock, max_connections=4).acquire(host)) == "time_limit"
